@@ -1,0 +1,46 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// One settings array for every Swift target: Swift 6 mode (strict concurrency) comes from
+// `swiftLanguageModes` below; these add the checks we want on top.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "swift-shared-cache",
+    platforms: [.macOS(.v13), .iOS(.v16)],
+    products: [
+        .library(name: "SharedCache", targets: ["SharedCache"]),
+        .executable(name: "sharedcache-bench", targets: ["sharedcache-bench"]),
+    ],
+    targets: [
+        // Checksums, the key hash and the one syscall Swift's Glibc does not import (renameat2).
+        .target(name: "CSharedCacheSupport"),
+        .target(
+            name: "SharedCache",
+            dependencies: ["CSharedCacheSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "sharedcache-bench",
+            dependencies: ["SharedCache"],
+            path: "Tools/sharedcache-bench",
+            swiftSettings: swiftSettings
+        ),
+        // Spawned by the multi-process and crash tests: one process doing scripted cache work.
+        .executableTarget(
+            name: "sharedcache-test-worker",
+            dependencies: ["SharedCache"],
+            path: "Tests/Helpers/sharedcache-test-worker",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SharedCacheTests",
+            dependencies: ["SharedCache", "sharedcache-test-worker"],
+            swiftSettings: swiftSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

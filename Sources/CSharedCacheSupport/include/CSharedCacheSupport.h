@@ -1,0 +1,25 @@
+#ifndef C_SHARED_CACHE_SUPPORT_H
+#define C_SHARED_CACHE_SUPPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/// Extends a CRC32C (Castagnoli, reflected polynomial 0x82F63B78) over `length` bytes.
+///
+/// Start with `crc == 0`; the pre- and post-inversion are applied inside, so
+/// `crc32c_extend(crc32c_extend(0, a), b) == crc32c_extend(0, a ++ b)`.
+/// Uses the SSE4.2 or ARMv8 CRC instruction when the CPU has it, a table otherwise.
+uint32_t scs_crc32c_extend(uint32_t crc, const void *data, size_t length);
+
+/// 1 when `scs_crc32c_extend` runs on a CPU instruction, 0 when it falls back to a table.
+int scs_crc32c_is_hardware_accelerated(void);
+
+/// SHA-256 (FIPS 180-4) of `length` bytes into `digest`.
+void scs_sha256(const void *data, size_t length, uint8_t digest[32]);
+
+/// Linux `renameat2(..., RENAME_NOREPLACE)`: fails with EEXIST instead of replacing `to`.
+/// Returns 0, or -1 with errno set (EINVAL or ENOSYS where the filesystem or kernel lacks it).
+/// On other systems it always fails with ENOSYS; Darwin callers use `renameatx_np` instead.
+int scs_rename_noreplace(int from_dir, const char *from, int to_dir, const char *to);
+
+#endif

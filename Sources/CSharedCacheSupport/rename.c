@@ -1,0 +1,15 @@
+#define _GNU_SOURCE
+#include "CSharedCacheSupport.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+int scs_rename_noreplace(int from_dir, const char *from, int to_dir, const char *to) {
+#if defined(__linux__) && defined(RENAME_NOREPLACE)
+    return renameat2(from_dir, from, to_dir, to, RENAME_NOREPLACE);
+#else
+    (void)from_dir; (void)from; (void)to_dir; (void)to;
+    errno = ENOSYS;
+    return -1;
+#endif
+}

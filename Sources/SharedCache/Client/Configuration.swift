@@ -1,0 +1,47 @@
+/// How a process opens a cache directory.
+///
+/// ``sizeLimit`` and ``defaultExpiry`` are *shared*: they are written to the directory's `config`
+/// file when the directory is created, and every process then uses the directory's values
+/// (``SharedCache/configuration`` shows them; `sharedcache config` changes them). The other
+/// settings are this process's own.
+public struct Configuration: Sendable, Hashable {
+    /// Bytes of entry bodies the compactor keeps the directory under; 0 for no limit. Shared.
+    public var sizeLimit: UInt64
+    /// How long an entry lives when its put names no expiry; `nil` for forever. Shared.
+    public var defaultExpiry: Duration?
+    /// Whether a put returns only once its entry would survive a power loss.
+    public var durability: Durability
+    /// The longest this process waits for a lock another process holds before failing with
+    /// ``SharedCacheError/Code/lockTimeout``.
+    public var lockTimeout: Duration
+
+    public init(
+        sizeLimit: UInt64 = 1 << 30,
+        defaultExpiry: Duration? = .seconds(7 * 24 * 3600),
+        durability: Durability = .none,
+        lockTimeout: Duration = .seconds(10)
+    ) {
+        self.sizeLimit = sizeLimit
+        self.defaultExpiry = defaultExpiry
+        self.durability = durability
+        self.lockTimeout = lockTimeout
+    }
+}
+
+/// What a put promises about power loss. Crashes of processes never lose or damage a
+/// returned put either way; this is only about the machine losing power.
+public enum Durability: Sendable, Hashable {
+    /// No flushes: after a power loss, recent entries may be missing, never wrong.
+    case none
+    /// Flush the blob, its directory and the journal record before a put returns
+    /// (`fdatasync`, or `F_FULLFSYNC` on Darwin): a few hundred microseconds to milliseconds.
+    case synchronized
+}
+
+extension ConfigurationFile {
+    init(_ configuration: Configuration) {
+        self.init(
+            sizeLimit: configuration.sizeLimit,
+            defaultExpirySeconds: configuration.defaultExpiry.map { max(1, $0.components.seconds) })
+    }
+}

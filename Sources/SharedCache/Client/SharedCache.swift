@@ -1,0 +1,274 @@
+public import Foundation
+
+/// One on-disk cache directory, shared safely by every process that opens it.
+///
+/// Entries are immutable blob files named by the SHA-256 of their key; an append-only journal
+/// records every store and removal, and a manifest checkpoints it. Each call first picks up what
+/// other processes appended (one `fstat` when nothing changed), so every process sees every
+/// other's puts and removals.
+///
+/// ```swift
+/// let cache = try SharedCache(directory: "/var/cache/myapp")
+/// try cache.put(key: url.absoluteString, data: body, metadata: EntryMetadata(etag: etag))
+/// if let hit = try cache.get(key: url.absoluteString) { use(hit.data, hit.entry.etag) }
+/// ```
+///
+/// Thread-safe; the methods block on file I/O for microseconds (plus a flush per put with
+/// ``Durability/synchronized``), so call them from your own threads or queues rather than from
+/// latency-sensitive async code.
+public final class SharedCache: Sendable {
+    /// The directory path the cache was opened with.
+    public let path: String
+    /// The configuration in effect: shared limits from the directory, the rest as given.
+    public let configuration: Configuration
+
+    let directory: CacheDirectory
+    let directoryLock: DirectoryLock
+    let blobs: BlobStore
+    let state: Locked<State>
+
+    struct State {
+        var live: LiveIndex
+        var statistics: Statistics
+    }
+
+    /// Opens the cache directory at `path`, creating it (and missing parents) if needed.
+    ///
+    /// - Parameters:
+    ///   - path: the cache directory. Created with mode 0700 if missing.
+    ///   - configuration: the shared limits apply only when this call creates the directory.
+    /// - Throws: ``SharedCacheError`` when the path is not a directory, holds something other
+    ///   than a cache, was written by a newer major version, or cannot be written.
+    public init(directory path: String, configuration: Configuration = Configuration()) throws(SharedCacheError) {
+        let durable = configuration.durability == .synchronized
+        let (directory, lock, shared) = try CacheDirectory.open(
+            path: path, creating: ConfigurationFile(configuration), timeout: configuration.lockTimeout,
+            durable: durable)
+        var effective = configuration
+        effective.sizeLimit = shared.sizeLimit
+        effective.defaultExpiry = shared.defaultExpirySeconds.map { .seconds($0) }
+        let (live, rebuilt) = try directory.perform("loading the index of \(path)") {
+            try LiveIndex.load(directory, lock: lock, timeout: configuration.lockTimeout, durable: durable)
+        }
+        self.path = path
+        self.configuration = effective
+        self.directory = directory
+        self.directoryLock = lock
+        self.blobs = BlobStore(directory: directory)
+        var statistics = Statistics(
+            entryCount: 0, totalBytes: 0, sizeLimit: shared.sizeLimit, journalGeneration: 0, journalSequence: 0)
+        statistics.rebuiltOnOpen = rebuilt
+        self.state = Locked(State(live: live, statistics: statistics))
+    }
+
+    /// Opens the cache directory at a file URL.
+    public convenience init(directory url: URL, configuration: Configuration = Configuration()) throws(SharedCacheError) {
+        try self.init(directory: url.path, configuration: configuration)
+    }
+
+    var isDurable: Bool { configuration.durability == .synchronized }
+
+    // MARK: - Reading
+
+    /// The body and metadata stored under `key`, or `nil` for a miss.
+    ///
+    /// Every byte returned was checked against the blob's checksums, and belongs to exactly one
+    /// put of this key. An expired entry, or one whose blob another process removed a moment ago,
+    /// is a miss. A blob that fails its checks is discarded (journaled as `corrupt`) and is a miss.
+    public func get(key: String) throws(SharedCacheError) -> CacheHit? {
+        let hash = KeyHash(key: key)
+        var key = key
+        // A second look after a vanished blob: the process that removed or replaced it journaled
+        // that first, so a refreshed index points at the replacement or at nothing.
+        for attempt in 0..<2 {
+            let now = Clock.nowMilliseconds()
+            guard let entry = try currentEntry(hash), !entry.isExpired(at: now) else { break }
+            let result = try directory.perform("reading an entry") {
+                try key.withUTF8 { keyBytes in
+                    try blobs.read(
+                        hash, blobID: entry.blobID, key: UnsafeRawBufferPointer(keyBytes), expectedSize: entry.bodySize)
+                }
+            }
+            switch result {
+            case .found(let header, let data):
+                count { $0.hits += 1 }
+                return CacheHit(data: data, entry: CacheEntry(header))
+            case .missing where attempt == 0:
+                continue
+            case .missing, .damaged:
+                // The index names a blob that is gone or bad: journal that so no process trusts it.
+                try discard(hash, blobID: entry.blobID)
+            }
+            break
+        }
+        count { $0.misses += 1 }
+        return nil
+    }
+
+    /// Metadata of the entry stored under `key` (its blob header), without reading the body.
+    public func entry(forKey key: String) throws(SharedCacheError) -> CacheEntry? {
+        let hash = KeyHash(key: key)
+        guard let entry = try currentEntry(hash), !entry.isExpired(at: Clock.nowMilliseconds()) else { return nil }
+        let header = try directory.perform("reading an entry's header") {
+            try blobs.readHeader(hash, blobID: entry.blobID)
+        }
+        guard let header, header.key.elementsEqual(key.utf8) else { return nil }
+        return CacheEntry(header)
+    }
+
+    /// Whether an unexpired entry is indexed under `key`. Cheap (no file is opened), so a
+    /// following ``get(key:)`` can still miss if another process removes the entry meanwhile.
+    public func contains(key: String) throws(SharedCacheError) -> Bool {
+        guard let entry = try currentEntry(KeyHash(key: key)) else { return false }
+        return !entry.isExpired(at: Clock.nowMilliseconds())
+    }
+
+    /// The index's current entry for `hash`, after picking up other processes' appends.
+    private func currentEntry(_ hash: KeyHash) throws(SharedCacheError) -> IndexEntry? {
+        try directory.perform("reading the journal") {
+            try state.withLock { state in
+                try state.live.refresh()
+                return state.live.index[hash]
+            }
+        }
+    }
+
+    // MARK: - Writing
+
+    /// Stores `data` under `key`, replacing any earlier entry for the key.
+    ///
+    /// The body goes to a new immutable blob, which is journaled only once it is complete, so no
+    /// process ever reads a partial body. The replaced entry is journaled as `superseded` and its
+    /// blob unlinked; readers that already opened it keep reading the old body.
+    ///
+    /// - Returns: the stored entry's metadata.
+    /// - Throws: `.invalidArgument` for a key over 64 KiB or a validator over 65,535 bytes;
+    ///   `.noSpace` on a full disk (nothing is stored, nothing else is lost).
+    @discardableResult
+    public func put(key: String, data: Data, metadata: EntryMetadata = EntryMetadata()) throws(SharedCacheError)
+        -> CacheEntry
+    {
+        let keyBytes = Array(key.utf8)
+        let etag = Array((metadata.etag ?? "").utf8)
+        let lastModified = Array((metadata.lastModified ?? "").utf8)
+        guard keyBytes.count <= BlobHeader.maximumKeySize else {
+            throw SharedCacheError(
+                .invalidArgument, "a key of \(keyBytes.count) bytes is longer than the 64 KiB limit; hash long keys")
+        }
+        guard etag.count <= BlobHeader.maximumFieldSize, lastModified.count <= BlobHeader.maximumFieldSize else {
+            throw SharedCacheError(.invalidArgument, "an ETag or Last-Modified value is longer than 65,535 bytes")
+        }
+        let now = Clock.nowMilliseconds()
+        let expiry = metadata.expiry ?? configuration.defaultExpiry.map { .after($0) } ?? .never
+        let hash = keyBytes.withUnsafeBytes { KeyHash(hashing: $0) }
+        var header = BlobHeader(
+            bodySize: UInt64(data.count), bodyChecksum: 0, storedAt: now, expiresAt: expiry.milliseconds(from: now),
+            keyHash: hash, key: keyBytes, etag: etag, lastModified: lastModified, attributes: metadata.attributes)
+
+        try directory.perform("storing an entry") {
+            let blobID = try data.withUnsafeBytes { body in
+                header.bodyChecksum = CRC32C.checksum(body)
+                return try blobs.write(header, body: body, durable: isDurable)
+            }
+            let stored = StoredRecord(
+                hash: hash, blobID: blobID, bodySize: header.bodySize, storedAt: now, expiresAt: header.expiresAt,
+                key: keyBytes, etag: etag)
+            let replaced: UInt64?
+            do {
+                replaced = try commit { index in
+                    var records: [JournalRecord] = [.stored(stored)]
+                    let previous = index[hash]?.blobID
+                    if let previous {
+                        records.append(
+                            .removed(
+                                RemovedRecord(hash: hash, blobID: previous, reason: .superseded, remover: .current)))
+                    }
+                    return (records, previous)
+                }
+            } catch {
+                // Not journaled, so no process can know the blob: take it back.
+                try? blobs.remove(hash, blobID: blobID)
+                throw error
+            }
+            if let replaced { try? blobs.remove(hash, blobID: replaced) }
+        }
+        count { $0.stores += 1 }
+        return CacheEntry(header)
+    }
+
+    /// Removes the entry stored under `key`.
+    ///
+    /// - Returns: whether there was one.
+    @discardableResult
+    public func remove(key: String) throws(SharedCacheError) -> Bool {
+        try remove(hash: KeyHash(key: key))
+    }
+
+    /// Removes the entry whose key hashes to `hash` (as `sharedcache rm --hash` does).
+    ///
+    /// The removal is journaled before the blob is unlinked, so every process that follows the
+    /// journal learns of it.
+    @discardableResult
+    public func remove(hash: KeyHash) throws(SharedCacheError) -> Bool {
+        try remove(hash, reason: .manual, blobID: nil)
+    }
+
+    /// Removes every entry. Puts that other processes complete after the clear are kept.
+    public func clear() throws(SharedCacheError) {
+        let removed = try directory.perform("clearing the cache") {
+            try commit { index in ([.cleared(.current)], index.entries) }
+        }
+        for (hash, entry) in removed { try? blobs.remove(hash, blobID: entry.blobID) }
+        count { $0.removals += removed.count }
+    }
+
+    /// Journals the removal of `hash` (of version `blobID`, or whatever version is current),
+    /// then unlinks its blob.
+    private func remove(_ hash: KeyHash, reason: RemovalReason, blobID: UInt64?) throws(SharedCacheError) -> Bool {
+        let removed = try directory.perform("removing an entry") {
+            try commit { index -> ([JournalRecord], UInt64?) in
+                guard let current = index[hash]?.blobID, blobID == nil || blobID == current else { return ([], nil) }
+                return ([.removed(RemovedRecord(hash: hash, blobID: current, reason: reason, remover: .current))], current)
+            }
+        }
+        guard let removed else { return false }
+        try? blobs.remove(hash, blobID: removed)
+        count { $0.removals += 1 }
+        return true
+    }
+
+    /// Removes a version whose blob is missing or failed its checks.
+    private func discard(_ hash: KeyHash, blobID: UInt64) throws(SharedCacheError) {
+        if try remove(hash, reason: .corrupt, blobID: blobID) { count { $0.damagedBlobs += 1 } }
+    }
+
+    /// Runs a journal commit under this process's lock.
+    func commit<Decision>(_ decide: (Index) throws -> ([JournalRecord], Decision)) throws -> Decision {
+        try state.withLock { state in
+            try state.live.commit(timeout: configuration.lockTimeout, durable: isDurable, decide)
+        }
+    }
+
+    // MARK: - Statistics
+
+    /// The directory's size and journal position, and this process's counters.
+    public func statistics() throws(SharedCacheError) -> Statistics {
+        try directory.perform("reading the journal") {
+            try state.withLock { state in
+                try state.live.refresh()
+                var statistics = state.statistics
+                statistics.entryCount = state.live.index.count
+                statistics.totalBytes = state.live.index.totalBytes
+                statistics.journalGeneration = state.live.cursor.segment.generation
+                statistics.journalSequence = state.live.cursor.lastSequence
+                statistics.journalRepairs = state.live.cursor.repairs
+                statistics.resynchronizations = state.live.resynchronizations
+                return statistics
+            }
+        }
+    }
+
+    private func count(_ update: (inout Statistics) -> Void) {
+        state.withLock { update(&$0.statistics) }
+    }
+}

@@ -1,0 +1,78 @@
+/// Appends little-endian integers and byte strings, the only encoding the format uses.
+struct ByteWriter {
+    private(set) var bytes: [UInt8]
+
+    init(capacity: Int = 64) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    var count: Int { bytes.count }
+
+    mutating func append<T: FixedWidthInteger>(_ value: T) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func append(bytes other: some Sequence<UInt8>) {
+        bytes.append(contentsOf: other)
+    }
+
+    mutating func append(_ hash: KeyHash) {
+        hash.withUnsafeBytes { bytes.append(contentsOf: $0) }
+    }
+
+    /// Overwrites a little-endian integer already written at `offset`.
+    mutating func set<T: FixedWidthInteger>(_ value: T, at offset: Int) {
+        withUnsafeBytes(of: value.littleEndian) { raw in
+            for (index, byte) in raw.enumerated() { bytes[offset + index] = byte }
+        }
+    }
+
+    /// Appends the masked CRC32C of every byte from `start` to the current end.
+    mutating func appendChecksum(from start: Int = 0) {
+        let crc = bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[start...])) }
+        append(CRC32C.mask(crc))
+    }
+}
+
+/// Reads little-endian integers and byte strings from memory the caller keeps alive.
+struct ByteReader {
+    let bytes: UnsafeRawBufferPointer
+    private(set) var offset: Int
+
+    init(_ bytes: UnsafeRawBufferPointer, offset: Int = 0) {
+        self.bytes = bytes
+        self.offset = offset
+    }
+
+    var remaining: Int { bytes.count - offset }
+
+    mutating func read<T: FixedWidthInteger>(_: T.Type = T.self) throws(FormatError) -> T {
+        let size = MemoryLayout<T>.size
+        guard remaining >= size else { throw .truncated }
+        defer { offset += size }
+        return T(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: T.self))
+    }
+
+    mutating func readBytes(_ count: Int) throws(FormatError) -> UnsafeRawBufferPointer {
+        guard count >= 0, remaining >= count else { throw .truncated }
+        defer { offset += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
+    }
+
+    mutating func readHash() throws(FormatError) -> KeyHash {
+        KeyHash(bytes: try readBytes(KeyHash.byteCount))
+    }
+
+    mutating func expectMagic(_ magic: [UInt8]) throws(FormatError) {
+        let found = try readBytes(magic.count)
+        guard found.elementsEqual(magic) else { throw .badMagic }
+    }
+
+    /// Checks that the masked CRC32C stored at the current offset covers `bytes[start..<offset]`.
+    mutating func verifyChecksum(from start: Int = 0) throws(FormatError) {
+        let covered = UnsafeRawBufferPointer(rebasing: bytes[start..<offset])
+        let stored: UInt32 = try read()
+        guard CRC32C.unmask(stored) == CRC32C.checksum(covered) else { throw .checksumMismatch }
+    }
+}

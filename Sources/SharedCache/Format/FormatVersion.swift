@@ -1,0 +1,37 @@
+/// The `format` file: which version of the on-disk format a directory holds.
+///
+/// ```
+/// format-file = "sharedcache " major "." minor LF      ; ASCII, e.g. "sharedcache 1.0\n"
+/// ```
+/// A reader refuses a directory whose major version is newer than its own; a newer minor version
+/// only adds things an older reader may ignore (record types, trailing fields).
+struct FormatVersion: Equatable, Sendable, CustomStringConvertible {
+    static let current = FormatVersion(major: 1, minor: 0)
+    static let fileName = "format"
+
+    var major: UInt16
+    var minor: UInt16
+
+    var description: String { "\(major).\(minor)" }
+
+    func encoded() -> [UInt8] {
+        Array("sharedcache \(major).\(minor)\n".utf8)
+    }
+
+    /// Parses a `format` file.
+    ///
+    /// - Throws: `badMagic` when the file is not a SharedCache format file, `invalidField` when
+    ///   its version is unreadable, `unsupportedVersion` when its major version is newer.
+    static func decode(_ bytes: [UInt8]) throws(FormatError) -> FormatVersion {
+        let prefix = Array("sharedcache ".utf8)
+        guard bytes.starts(with: prefix) else { throw .badMagic }
+        var text = String(decoding: bytes.dropFirst(prefix.count), as: UTF8.self)
+        if text.hasSuffix("\n") { text.removeLast() }
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let major = UInt16(parts[0]), let minor = UInt16(parts[1]) else {
+            throw .invalidField("version \"\(text)\"")
+        }
+        guard major <= current.major else { throw .unsupportedVersion(major: major) }
+        return FormatVersion(major: major, minor: minor)
+    }
+}

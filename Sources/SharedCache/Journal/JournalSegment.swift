@@ -1,0 +1,80 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One open journal segment, `journal/<generation as 16 hex digits>`.
+///
+/// Opened for reading and appending (`O_APPEND`), so every record lands at the end in one
+/// `write(2)`. The flock on this descriptor is the append lock of the segment: appenders hold
+/// it exclusively for the microseconds of "catch up, write, apply".
+final class JournalSegment {
+    let generation: UInt64
+    let header: SegmentHeader
+    let file: FileDescriptor
+
+    private init(generation: UInt64, header: SegmentHeader, file: consuming FileDescriptor) {
+        self.generation = generation
+        self.header = header
+        self.file = file
+    }
+
+    static func name(_ generation: UInt64) -> String {
+        var name = "\(CacheDirectory.journalDirectory)/"
+        let digits = String(generation, radix: 16)
+        name += String(repeating: "0", count: max(0, 16 - digits.count)) + digits
+        return name
+    }
+
+    /// Generations present in `journal/`, oldest first; names that are not generations are ignored.
+    static func generations(in directory: CacheDirectory) throws -> [UInt64] {
+        try directory.contents(of: CacheDirectory.journalDirectory)
+            .compactMap { $0.utf8.count == 16 ? UInt64($0, radix: 16) : nil }
+            .sorted()
+    }
+
+    /// Opens and checks a segment; `nil` when it does not exist (not created yet, or retired).
+    static func open(_ generation: UInt64, in directory: CacheDirectory) throws -> JournalSegment? {
+        let name = name(generation)
+        guard let raw = try directory.openIfPresent(name, flags: O_RDWR | O_APPEND | O_NONBLOCK) else { return nil }
+        let file = FileDescriptor(rawValue: raw)
+        var bytes = [UInt8](repeating: 0, count: SegmentHeader.size)
+        let count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
+        let header: SegmentHeader
+        do {
+            guard count == SegmentHeader.size else { throw FormatError.truncated }
+            header = try bytes.withUnsafeBytes { buffer throws(FormatError) in try SegmentHeader.decode(buffer) }
+            guard header.generation == generation else { throw FormatError.invalidField("generation") }
+        } catch let error as FormatError {
+            throw SharedCacheError.corrupt("journal segment \(name)", path: "\(directory.path)/\(name)", error)
+        }
+        return JournalSegment(generation: generation, header: header, file: file)
+    }
+
+    /// Creates a segment unless it already exists (another process may have created it first;
+    /// the contents would be identical).
+    ///
+    /// The header is written to `tmp/` and renamed into place without replacing, so a segment
+    /// never exists without its whole header.
+    static func create(
+        _ generation: UInt64, firstSequence: UInt64, in directory: CacheDirectory, durable: Bool
+    ) throws {
+        let name = name(generation)
+        let bytes = SegmentHeader(generation: generation, firstSequence: firstSequence).encoded()
+        do {
+            try bytes.withUnsafeBytes { raw in
+                try directory.publishNewFile(purpose: "segment", [raw], durable: durable) { temporary in
+                    try System.renameWithoutReplacing(at: directory.descriptor.rawValue, temporary, to: name)
+                }
+            }
+        } catch let error as SystemError {
+            // Another process created it first; its contents are the same.
+            guard error.errno == EEXIST else { throw error }
+            return
+        }
+        if durable { try directory.synchronizeDirectory(containing: name) }
+    }
+}

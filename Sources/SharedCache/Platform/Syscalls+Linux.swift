@@ -1,0 +1,48 @@
+#if os(Linux)
+import CSharedCacheSupport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension FileStatus {
+    init(_ raw: stat) {
+        self.init(
+            size: Int64(raw.st_size),
+            mode: UInt32(raw.st_mode),
+            linkCount: UInt64(raw.st_nlink),
+            owner: UInt32(raw.st_uid),
+            device: UInt64(raw.st_dev),
+            inode: UInt64(raw.st_ino),
+            modifiedMilliseconds: Int64(raw.st_mtim.tv_sec) * 1000 + Int64(raw.st_mtim.tv_nsec) / 1_000_000
+        )
+    }
+}
+
+extension System {
+    /// Renames `from` to `to`, failing with EEXIST rather than replacing an existing file.
+    /// The C function is `renameat2` with `RENAME_NOREPLACE`; where the filesystem lacks it,
+    /// `linkat` + `unlinkat` give the same guarantee.
+    static func renameWithoutReplacing(at directory: Int32, _ from: String, to: String) throws(SystemError) {
+        do {
+            _ = try retryingInterrupts("renameat2", path: to) { scs_rename_noreplace(directory, from, directory, to) }
+        } catch {
+            guard error.errno == EINVAL || error.errno == ENOSYS else { throw error }
+            _ = try retryingInterrupts("linkat", path: to) { linkat(directory, from, directory, to, 0) }
+            try? remove(at: directory, from)
+        }
+    }
+
+    /// Flushes a file's data (and the metadata needed to read it back) to the device.
+    /// The C function is `fdatasync`.
+    static func synchronizeData(_ descriptor: Int32) throws(SystemError) {
+        _ = try retryingInterrupts("fdatasync") { fdatasync(descriptor) }
+    }
+
+    /// Flushes a file or directory, metadata included. The C function is `fsync`.
+    static func synchronize(_ descriptor: Int32) throws(SystemError) {
+        _ = try retryingInterrupts("fsync") { fsync(descriptor) }
+    }
+}
+#endif

@@ -1,0 +1,183 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#else
+#error("Unsupported platform")
+#endif
+
+// Every system call the cache makes goes through this file (and its +Linux / +Darwin halves),
+// so the errno policy is written once:
+//
+// - EINTR is retried, except for close(2): after EINTR the descriptor is already gone on Linux
+//   and may be on Darwin, and retrying could close a descriptor another thread just opened.
+// - EBADF is a bug in this library, never a runtime condition, so it traps.
+// - Every other errno is thrown as a `SystemError` for the layer above to explain.
+
+/// Calls `body` until it does not fail with EINTR, and throws any other failure.
+@inline(__always)
+func retryingInterrupts<Result: FixedWidthInteger>(
+    _ call: @autoclosure () -> String, path: String? = nil, _ body: () -> Result
+) throws(SystemError) -> Result {
+    while true {
+        let result = body()
+        if result != -1 { return result }
+        let error = errno
+        if error == EINTR { continue }
+        precondition(error != EBADF, "SharedCache used a closed file descriptor in \(call())")
+        throw SystemError(call(), errno: error, path: path)
+    }
+}
+
+/// The raw system calls, named after what they do; each doc comment names the C function.
+enum System {
+    /// Opens `path` relative to the directory `directory`. The C function is `openat`.
+    static func open(
+        at directory: Int32, _ path: String, flags: Int32, mode: mode_t = 0
+    ) throws(SystemError) -> Int32 {
+        try retryingInterrupts("openat", path: path) { openat(directory, path, flags | O_CLOEXEC, mode) }
+    }
+
+    /// Opens a path given as a NUL-terminated buffer, the allocation-free form the hot path uses.
+    static func open(
+        at directory: Int32, cString path: UnsafePointer<CChar>, flags: Int32, mode: mode_t = 0
+    ) throws(SystemError) -> Int32 {
+        try retryingInterrupts("openat", path: String(cString: path)) {
+            openat(directory, path, flags | O_CLOEXEC, mode)
+        }
+    }
+
+    /// Closes a descriptor, never retrying. The C function is `close`.
+    static func close(_ descriptor: Int32) {
+        let result = Glibc_or_Darwin_close(descriptor)
+        precondition(result == 0 || errno != EBADF, "SharedCache closed a descriptor twice")
+    }
+
+    /// Reads up to `buffer.count` bytes at `offset`. The C function is `pread`.
+    static func read(
+        _ descriptor: Int32, fromAbsoluteOffset offset: Int64, into buffer: UnsafeMutableRawBufferPointer
+    ) throws(SystemError) -> Int {
+        try retryingInterrupts("pread") { pread(descriptor, buffer.baseAddress, buffer.count, off_t(offset)) }
+    }
+
+    /// Writes up to `buffer.count` bytes at the current offset (or at the end with `O_APPEND`).
+    /// The C function is `write`.
+    static func write(_ descriptor: Int32, _ buffer: UnsafeRawBufferPointer) throws(SystemError) -> Int {
+        try retryingInterrupts("write") { Glibc_or_Darwin_write(descriptor, buffer.baseAddress, buffer.count) }
+    }
+
+    /// Writes the buffers in order with one call. The C function is `writev`.
+    static func write(_ descriptor: Int32, vectors: UnsafeBufferPointer<iovec>) throws(SystemError) -> Int {
+        try retryingInterrupts("writev") { writev(descriptor, vectors.baseAddress, Int32(vectors.count)) }
+    }
+
+    /// Status of an open descriptor. The C function is `fstat`.
+    static func status(_ descriptor: Int32) throws(SystemError) -> FileStatus {
+        var raw = stat()
+        _ = try retryingInterrupts("fstat") { fstat(descriptor, &raw) }
+        return FileStatus(raw)
+    }
+
+    /// Status of `path` without following a final symlink. The C function is `fstatat`.
+    static func status(
+        at directory: Int32, _ path: String, followingSymlinks: Bool = false
+    ) throws(SystemError) -> FileStatus {
+        var raw = stat()
+        let flags = followingSymlinks ? 0 : AT_SYMLINK_NOFOLLOW
+        _ = try retryingInterrupts("fstatat", path: path) { fstatat(directory, path, &raw, flags) }
+        return FileStatus(raw)
+    }
+
+    /// Truncates an open file to `length` bytes. The C function is `ftruncate`.
+    static func truncate(_ descriptor: Int32, to length: Int64) throws(SystemError) {
+        _ = try retryingInterrupts("ftruncate") { ftruncate(descriptor, off_t(length)) }
+    }
+
+    /// Applies or removes an advisory whole-file lock. The C function is `flock`.
+    ///
+    /// - Returns: `false` when `nonBlocking` and another open file description holds a
+    ///   conflicting lock.
+    static func flock(_ descriptor: Int32, operation: Int32, nonBlocking: Bool) throws(SystemError) -> Bool {
+        do {
+            _ = try retryingInterrupts("flock") {
+                Glibc_or_Darwin_flock(descriptor, operation | (nonBlocking ? LOCK_NB : 0))
+            }
+            return true
+        } catch {
+            guard error.errno == EWOULDBLOCK else { throw error }
+            return false
+        }
+    }
+
+    /// Creates a directory. The C function is `mkdirat`.
+    static func makeDirectory(at directory: Int32, _ path: String, mode: mode_t) throws(SystemError) {
+        _ = try retryingInterrupts("mkdirat", path: path) { mkdirat(directory, path, mode) }
+    }
+
+    /// Removes a file, or an empty directory. The C function is `unlinkat`.
+    static func remove(at directory: Int32, _ path: String, isDirectory: Bool = false) throws(SystemError) {
+        _ = try retryingInterrupts("unlinkat", path: path) {
+            unlinkat(directory, path, isDirectory ? AT_REMOVEDIR : 0)
+        }
+    }
+
+    /// Atomically renames, replacing any existing `to`. The C function is `renameat`.
+    static func rename(at directory: Int32, _ from: String, to: String) throws(SystemError) {
+        _ = try retryingInterrupts("renameat", path: to) { renameat(directory, from, directory, to) }
+    }
+
+    /// Names of the entries of the directory at `path`, without "." and "..".
+    /// The C functions are `fdopendir`, `readdir` and `closedir`.
+    static func contentsOfDirectory(at directory: Int32, _ path: String) throws(SystemError) -> [String] {
+        let descriptor = try open(at: directory, path, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+        guard let stream = fdopendir(descriptor) else {
+            let error = errno
+            close(descriptor)
+            throw SystemError("fdopendir", errno: error, path: path)
+        }
+        defer { closedir(stream) }
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// The calling process's ID. The C function is `getpid`.
+    static var processID: Int32 { getpid() }
+
+    /// The user the process acts as. The C function is `geteuid`.
+    static func effectiveUserID() -> UInt32 { UInt32(geteuid()) }
+}
+
+// The unqualified names `close`, `write` and `flock` inside `enum System` would refer to the
+// static members; these aliases reach the C functions.
+@inline(__always) private func Glibc_or_Darwin_close(_ fd: Int32) -> Int32 { close(fd) }
+@inline(__always) private func Glibc_or_Darwin_write(_ fd: Int32, _ p: UnsafeRawPointer?, _ n: Int) -> Int {
+    write(fd, p, n)
+}
+@inline(__always) private func Glibc_or_Darwin_flock(_ fd: Int32, _ operation: Int32) -> Int32 {
+    flock(fd, operation)
+}
+
+/// The parts of `stat` the cache looks at.
+struct FileStatus: Sendable, Equatable {
+    var size: Int64
+    var mode: UInt32
+    var linkCount: UInt64
+    var owner: UInt32
+    var device: UInt64
+    var inode: UInt64
+    /// Last modification, in milliseconds since the Unix epoch.
+    var modifiedMilliseconds: Int64
+
+    var isRegularFile: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
+    var isDirectory: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
+    var isSymbolicLink: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFLNK) }
+    var permissions: UInt32 { mode & 0o7777 }
+}

@@ -1,0 +1,135 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension CacheDirectory {
+    /// The names a directory may hold before its `format` file exists: an initialisation that
+    /// died half-way, which the next opener finishes.
+    private static let layoutNames: Set<String> = [
+        FormatVersion.fileName, ConfigurationFile.fileName, lockFile, manifestFile,
+        journalDirectory, blobsDirectory, temporaryDirectory,
+    ]
+
+    /// Opens the cache directory at `path`, creating and initialising it when needed.
+    ///
+    /// - Returns: the directory, its lock, and the limits recorded in its `config`.
+    /// - Throws: ``SharedCacheError`` with `.notADirectory`, `.notACacheDirectory`,
+    ///   `.unsupportedFormat`, `.permissionDenied` or `.corruptData`, each saying what to do.
+    static func open(path: String, creating shared: ConfigurationFile, timeout: Duration, durable: Bool)
+        throws(SharedCacheError) -> (CacheDirectory, DirectoryLock, ConfigurationFile)
+    {
+        let fileMode: mode_t = 0o600
+        let root = try openRoot(path, mode: fileMode | 0o100)
+        let directory = CacheDirectory(path: path, descriptor: root, fileMode: fileMode)
+        return try directory.perform("opening the cache at \(path)") {
+            guard faccessat(directory.descriptor.rawValue, ".", W_OK | X_OK, 0) == 0 else {
+                throw SystemError("faccessat", errno: errno, path: path)
+            }
+            let lock = try DirectoryLock(in: directory)
+            if try directory.status(of: FormatVersion.fileName) == nil {
+                try lock.withExclusiveLock(timeout: timeout) {
+                    try directory.initialize(with: shared, durable: durable)
+                }
+            }
+            try directory.checkFormat()
+            let configuration: ConfigurationFile
+            do {
+                let bytes = try directory.readFile(ConfigurationFile.fileName) ?? []
+                configuration = try ConfigurationFile.decode(bytes, defaults: shared)
+            } catch let error as FormatError {
+                throw SharedCacheError(
+                    .corruptData,
+                    "\(path)/config has an invalid \(error); fix it or rewrite it with `sharedcache config`",
+                    path: "\(path)/config")
+            }
+            return (directory, lock, configuration)
+        }
+    }
+
+    /// Creates `path` and its missing parents, then opens it as a directory.
+    private static func openRoot(_ path: String, mode: mode_t) throws(SharedCacheError) -> FileDescriptor {
+        func fail(_ error: SystemError) -> SharedCacheError {
+            if error.errno == ENOTDIR {
+                return SharedCacheError(
+                    .notADirectory, "\(path) is not a directory; point the cache at a directory (or a path to create)",
+                    path: path, systemCall: error.call, errno: error.errno)
+            }
+            return SharedCacheError(error, root: path, while: "opening the cache directory")
+        }
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/") {
+            prefix += component
+            do {
+                try System.makeDirectory(at: AT_FDCWD, prefix, mode: mode | ((mode & 0o444) >> 2))
+            } catch {
+                // EEXIST is the usual case. EACCES on a parent is fine too: a parent we may not
+                // write may still exist and be searchable, and opening the path tells.
+                guard error.errno == EEXIST || (error.errno == EACCES && prefix != path) else { throw fail(error) }
+            }
+            prefix += "/"
+        }
+        do {
+            return try FileDescriptor(path: path, flags: O_RDONLY | O_DIRECTORY)
+        } catch {
+            throw fail(error)
+        }
+    }
+
+    /// Refuses a directory written by a newer major version, or one that is not a cache.
+    private func checkFormat() throws {
+        guard let bytes = try readFile(FormatVersion.fileName) else {
+            throw SharedCacheError(.corruptData, "\(path)/format vanished while opening; try again", path: path)
+        }
+        do {
+            _ = try FormatVersion.decode(bytes)
+        } catch .unsupportedVersion(let major) {
+            throw SharedCacheError(
+                .unsupportedFormat,
+                "\(path) holds a version \(major) cache, newer than this SharedCache (version "
+                    + "\(FormatVersion.current.major)); upgrade SharedCache or use another directory",
+                path: "\(path)/format")
+        } catch .badMagic {
+            throw SharedCacheError(
+                .notACacheDirectory,
+                "\(path)/format is not a SharedCache format file; this directory belongs to something else, "
+                    + "so choose another one",
+                path: "\(path)/format")
+        } catch {
+            throw SharedCacheError.corrupt("\(path)/format", path: "\(path)/format", error)
+        }
+    }
+
+    /// Lays out a new cache. Runs under the directory lock; the `format` file comes last, so
+    /// a directory with one is complete, and a directory without one is finished by the next opener.
+    private func initialize(with configuration: ConfigurationFile, durable: Bool) throws {
+        if try status(of: FormatVersion.fileName) != nil { return }
+        let foreign = try contents(of: ".").filter { !Self.layoutNames.contains($0) }
+        guard foreign.isEmpty else {
+            let examples = foreign.sorted().prefix(3).joined(separator: ", ")
+            throw SharedCacheError(
+                .notACacheDirectory,
+                "\(path) is not empty and is not a SharedCache directory (it holds \(examples) and no format "
+                    + "file); choose an empty or new directory",
+                path: path)
+        }
+        for name in [Self.journalDirectory, Self.blobsDirectory, Self.temporaryDirectory]
+            + (0...255).map({ BlobStore.fanOutDirectory(UInt8($0)) })
+        {
+            do {
+                try System.makeDirectory(at: descriptor.rawValue, name, mode: directoryMode)
+            } catch {
+                guard error.errno == EEXIST else { throw error }
+            }
+        }
+        try replaceFile(ConfigurationFile.fileName, with: configuration.encoded(), durable: durable)
+        if try status(of: JournalSegment.name(1)) == nil {
+            try JournalSegment.create(1, firstSequence: 1, in: self, durable: durable)
+        }
+        try ManifestFile.write(Index(), generation: 1, lastSequence: 0, in: self, durable: durable)
+        try replaceFile(FormatVersion.fileName, with: FormatVersion.current.encoded(), durable: true)
+    }
+}

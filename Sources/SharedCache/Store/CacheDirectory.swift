@@ -1,0 +1,176 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The cache directory: its layout, and the descriptor every path inside it is opened through.
+///
+/// ```
+/// <root>/format  config  lock  manifest  journal/<generation>  blobs/<xx>/<hash>.<id>  tmp/
+/// ```
+/// Every file is opened relative to the root descriptor with `O_NOFOLLOW`, so a symbolic link
+/// planted where a cache file belongs is refused instead of followed. Thread-safe: it holds
+/// only immutable state.
+final class CacheDirectory: Sendable {
+    static let journalDirectory = "journal"
+    static let blobsDirectory = "blobs"
+    static let temporaryDirectory = "tmp"
+    static let lockFile = "lock"
+    static let manifestFile = "manifest"
+
+    /// The path the cache was opened with.
+    let path: String
+    let descriptor: FileDescriptor
+    /// File mode for new files; directories add the matching execute bits.
+    let fileMode: mode_t
+
+    init(path: String, descriptor: consuming FileDescriptor, fileMode: mode_t) {
+        self.path = path
+        self.descriptor = descriptor
+        self.fileMode = fileMode
+    }
+
+    var directoryMode: mode_t { fileMode | ((fileMode & 0o444) >> 2) }
+
+    /// Runs `body`, explaining any platform failure as a public error about `activity`.
+    ///
+    /// The one place where `SystemError` becomes `SharedCacheError`: code above the platform
+    /// layer does its I/O inside `perform` and lets errors propagate.
+    func perform<Result>(_ activity: @autoclosure () -> String, _ body: () throws -> Result)
+        throws(SharedCacheError) -> Result
+    {
+        do {
+            return try body()
+        } catch let error as SystemError {
+            throw SharedCacheError(error, root: path, while: activity())
+        } catch let error as SharedCacheError {
+            throw error
+        } catch {
+            throw SharedCacheError(.ioFailure, "\(activity()) failed: \(error)", path: path)
+        }
+    }
+
+    // MARK: - Files
+
+    /// Opens a file inside the cache, never following a symbolic link in the last component.
+    func open(_ name: String, flags: Int32) throws(SystemError) -> FileDescriptor {
+        try FileDescriptor(at: descriptor, name, flags: flags | O_NOFOLLOW, mode: fileMode)
+    }
+
+    /// Opens a file inside the cache that may not exist; `nil` when it does not (or, with
+    /// `linkIsAbsence`, when a symbolic link stands in its place).
+    ///
+    /// Returns the raw descriptor for the caller to wrap in a ``FileDescriptor``.
+    func openIfPresent(_ name: String, flags: Int32, linkIsAbsence: Bool = false) throws(SystemError) -> Int32? {
+        do {
+            return try System.open(at: descriptor.rawValue, name, flags: flags | O_NOFOLLOW, mode: fileMode)
+        } catch {
+            if error.errno == ENOENT || (linkIsAbsence && error.errno == ELOOP) { return nil }
+            throw error
+        }
+    }
+
+    /// Reads a whole file; `nil` when it does not exist.
+    func readFile(_ name: String) throws -> [UInt8]? {
+        guard let raw = try openIfPresent(name, flags: O_RDONLY | O_NONBLOCK) else { return nil }
+        let file = FileDescriptor(rawValue: raw)
+        let status = try file.status()
+        guard status.isRegularFile else {
+            throw SharedCacheError(
+                .unsafePath, "\(path)/\(name) is not a regular file; remove it and try again",
+                path: "\(path)/\(name)")
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(status.size))
+        let count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
+        bytes.removeLast(bytes.count - count)
+        return bytes
+    }
+
+    /// Creates `name` (which must not exist) holding `parts` in order, flushed with `durable`.
+    /// The descriptor is closed before this returns.
+    func writeNewFile(_ name: String, _ parts: [UnsafeRawBufferPointer], durable: Bool) throws {
+        let file = try open(name, flags: O_WRONLY | O_CREAT | O_EXCL)
+        for part in parts { try file.writeAll(part) }
+        if durable { try file.synchronizeData() }
+    }
+
+    /// Writes a new file under `tmp/` and hands its name to `publish` (which renames it into
+    /// place); if anything fails, the temporary file is removed.
+    func publishNewFile<Result>(
+        purpose: String, _ parts: [UnsafeRawBufferPointer], durable: Bool, _ publish: (String) throws -> Result
+    ) throws -> Result {
+        let temporary = Self.temporaryName(for: purpose)
+        do {
+            try writeNewFile(temporary, parts, durable: durable)
+            return try publish(temporary)
+        } catch {
+            try? removeFile(temporary)
+            throw error
+        }
+    }
+
+    /// Replaces `name` with `bytes` atomically: written to `tmp/`, then renamed over `name`.
+    ///
+    /// Readers see the old file or the new one, never a mix. With `durable`, the file is flushed
+    /// before the rename and the directory after it, so the new file also survives a power loss.
+    func replaceFile(_ name: String, with bytes: [UInt8], durable: Bool) throws {
+        try bytes.withUnsafeBytes { raw in
+            try publishNewFile(purpose: name, [raw], durable: durable) { temporary in
+                try System.rename(at: descriptor.rawValue, temporary, to: name)
+            }
+        }
+        if durable { try synchronizeDirectory(containing: name) }
+    }
+
+    /// Flushes the directory that holds `name`, making a rename or unlink in it durable.
+    func synchronizeDirectory(containing name: String) throws(SystemError) {
+        let parent = name.split(separator: "/").dropLast().joined(separator: "/")
+        let directory = try FileDescriptor(
+            at: descriptor, parent.isEmpty ? "." : parent, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+        try directory.synchronize()
+    }
+
+    /// A name in `tmp/` no other writer will choose: the purpose, this process and a random tag.
+    static func temporaryName(for purpose: String) -> String {
+        let tag = String(UInt64.random(in: 1...UInt64.max), radix: 16)
+        let safePurpose = purpose.replacingSlashes
+        return "\(temporaryDirectory)/\(safePurpose).\(System.processID).\(tag)"
+    }
+
+    /// Status of an entry inside the cache, not following links; `nil` when it does not exist.
+    func status(of name: String) throws(SystemError) -> FileStatus? {
+        do {
+            return try System.status(at: descriptor.rawValue, name)
+        } catch {
+            guard error.errno == ENOENT else { throw error }
+            return nil
+        }
+    }
+
+    /// Whether `name` is a real directory (not a link to one).
+    func isDirectory(_ name: String) -> Bool {
+        (try? status(of: name))??.isDirectory ?? false
+    }
+
+    func contents(of name: String) throws(SystemError) -> [String] {
+        try System.contentsOfDirectory(at: descriptor.rawValue, name)
+    }
+
+    /// Removes a file; a file that is already gone is not an error.
+    func removeFile(_ name: String) throws(SystemError) {
+        do {
+            try System.remove(at: descriptor.rawValue, name)
+        } catch {
+            guard error.errno == ENOENT else { throw error }
+        }
+    }
+}
+
+extension String {
+    fileprivate var replacingSlashes: String {
+        String(map { $0 == "/" ? "_" : $0 })
+    }
+}

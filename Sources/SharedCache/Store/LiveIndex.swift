@@ -1,0 +1,174 @@
+/// The index of a cache directory kept current by following the journal.
+///
+/// Loading reads the manifest and replays the journal from the position it covers. Every cache
+/// call first ``refresh()``es, which costs one `fstat` when no process appended anything.
+/// Changes go through ``commit(timeout:durable:_:)``: under the segment's append lock, catch up,
+/// decide the records from the now-current index, append them in one write, apply them.
+///
+/// Not thread-safe: ``SharedCache`` keeps it inside its `Locked` state.
+final class LiveIndex {
+    let directory: CacheDirectory
+    private(set) var index: Index
+    private(set) var cursor: JournalCursor
+    /// Times the position was lost and the index reloaded from the manifest.
+    private(set) var resynchronizations = 0
+    /// Times a damaged journal record stopped reading until a writer repaired it.
+    private(set) var corruptionStops = 0
+
+    private init(directory: CacheDirectory, index: Index, cursor: JournalCursor) {
+        self.directory = directory
+        self.index = index
+        self.cursor = cursor
+    }
+
+    /// Loads the index: the manifest, then every journal record after it.
+    ///
+    /// When the manifest is missing or corrupt it is rebuilt from the blobs under the directory
+    /// lock (see ``ManifestFile/scanBlobs(_:)``); the report says so.
+    static func load(
+        _ directory: CacheDirectory, lock: DirectoryLock, timeout: Duration, durable: Bool
+    ) throws -> (LiveIndex, rebuilt: Bool) {
+        var rebuilt = false
+        var missingSegments = 0
+        while true {
+            switch try ManifestFile.read(in: directory) {
+            case .valid(let header, let index):
+                guard let segment = try JournalSegment.open(header.generation, in: directory) else {
+                    // Retired by a checkpoint since we read the manifest: read the new one. If the
+                    // manifest keeps naming a segment that is gone, it is stale (a power loss
+                    // restored an old manifest): rebuild.
+                    missingSegments += 1
+                    if missingSegments >= 3 {
+                        try rebuild(directory, lock: lock, timeout: timeout, durable: durable, force: true)
+                        rebuilt = true
+                    }
+                    continue
+                }
+                let cursor = JournalCursor(
+                    segment: segment, lastSequence: max(header.lastSequence, segment.header.firstSequence - 1))
+                let live = LiveIndex(directory: directory, index: index, cursor: cursor)
+                if try live.advance(repairing: false) == .mustResynchronize { continue }
+                return (live, rebuilt)
+            case .missing, .corrupt:
+                try rebuild(directory, lock: lock, timeout: timeout, durable: durable, force: false)
+                rebuilt = true
+            }
+        }
+    }
+
+    /// Writes a new manifest from the blob headers and the newest journal segment.
+    private static func rebuild(
+        _ directory: CacheDirectory, lock: DirectoryLock, timeout: Duration, durable: Bool, force: Bool
+    ) throws {
+        try lock.withExclusiveLock(timeout: timeout) {
+            // Another process may have rebuilt it while we waited for the lock.
+            if !force, case .valid = try ManifestFile.read(in: directory) { return }
+            let store = BlobStore(directory: directory)
+            let index = try ManifestFile.scanBlobs(store)
+            let newest = try JournalSegment.generations(in: directory).last ?? 0
+            if try JournalSegment.open(newest, in: directory) == nil {
+                try JournalSegment.create(max(newest, 1), firstSequence: 1, in: directory, durable: durable)
+            }
+            // Replay the newest segment over the scan: its records are no older than the
+            // blobs, so applying them is exact; then seal it like any checkpoint.
+            guard let segment = try JournalSegment.open(max(newest, 1), in: directory) else {
+                throw SharedCacheError(.ioFailure, "the journal segment vanished during a rebuild; try again")
+            }
+            let live = LiveIndex(
+                directory: directory, index: index,
+                cursor: JournalCursor(segment: segment, lastSequence: segment.header.firstSequence - 1))
+            let sealed = try live.seal(timeout: timeout, durable: durable)
+            try ManifestFile.write(
+                sealed.index, generation: sealed.generation, lastSequence: sealed.lastSequence, in: directory,
+                durable: durable)
+        }
+    }
+
+    /// Picks up whatever other processes appended since the last call.
+    func refresh() throws {
+        switch try advance(repairing: false) {
+        case .upToDate: return
+        case .stoppedAtCorruption: corruptionStops += 1
+        case .mustResynchronize: try resynchronize()
+        }
+    }
+
+    private func advance(repairing: Bool, durable: Bool = false) throws -> JournalCursor.Progress {
+        try cursor.advance(in: directory, repairing: repairing, durable: durable) { record, _ in
+            index.apply(record)
+        }
+    }
+
+    /// Reloads from the manifest after the journal position was lost (retired or truncated).
+    private func resynchronize() throws {
+        for _ in 0..<8 {
+            guard case .valid(let header, let fresh) = try ManifestFile.read(in: directory),
+                let segment = try JournalSegment.open(header.generation, in: directory)
+            else { continue }
+            index = fresh
+            cursor = JournalCursor(
+                segment: segment, lastSequence: max(header.lastSequence, segment.header.firstSequence - 1))
+            resynchronizations += 1
+            if try advance(repairing: false) != .mustResynchronize { return }
+        }
+        throw SharedCacheError(
+            .corruptData,
+            "lost the journal position of \(directory.path) and could not find a manifest and segment that agree; "
+                + "run `sharedcache verify --repair`")
+    }
+
+    /// Appends the records `decide` returns, deciding from the index as it is under the lock.
+    ///
+    /// - Parameter decide: sees the index with every earlier record applied; returns the
+    ///   records to append (none is fine), which are then applied.
+    /// - Returns: what `decide` returned alongside its records.
+    func commit<Decision>(
+        timeout: Duration, durable: Bool, _ decide: (Index) throws -> ([JournalRecord], Decision)
+    ) throws -> Decision {
+        while true {
+            let segment = cursor.segment
+            try lockSegment(segment, timeout: timeout)
+            defer { FileLock.unlock(segment.file) }
+            _ = try advance(repairing: true, durable: durable)
+            // A checkpoint sealed the segment we locked; move to the next one and lock that.
+            if cursor.segment !== segment { continue }
+            let (records, decision) = try decide(index)
+            if !records.isEmpty {
+                try cursor.append(records, durable: durable)
+                for record in records { index.apply(record) }
+            }
+            return decision
+        }
+    }
+
+    /// Seals the current segment, starts the next, and returns the index as of the seal.
+    ///
+    /// The caller holds the directory lock; the segment's append lock is held only for the seal.
+    func seal(timeout: Duration, durable: Bool) throws -> (index: Index, generation: UInt64, lastSequence: UInt64) {
+        while true {
+            let segment = cursor.segment
+            try lockSegment(segment, timeout: timeout)
+            defer { FileLock.unlock(segment.file) }
+            _ = try advance(repairing: true, durable: durable)
+            if cursor.segment !== segment { continue }
+            let next = segment.generation + 1
+            try cursor.append([.sealed(nextGeneration: next)], durable: durable)
+            try JournalSegment.create(next, firstSequence: cursor.lastSequence + 1, in: directory, durable: durable)
+            let snapshot = index
+            let lastSequence = cursor.lastSequence
+            _ = try cursor.advance(in: directory, repairing: false) { _, _ in }  // step past the seal
+            return (snapshot, next, lastSequence)
+        }
+    }
+
+    private func lockSegment(_ segment: JournalSegment, timeout: Duration) throws {
+        guard try FileLock.lock(segment.file, .exclusive, timeout: timeout) else {
+            let path = "\(directory.path)/\(JournalSegment.name(segment.generation))"
+            throw SharedCacheError(
+                .lockTimeout,
+                "another process has held the journal's append lock for more than \(timeout) (it is probably "
+                    + "stopped or hung); find it with `fuser \(path)`; reads keep working meanwhile",
+                path: path)
+        }
+    }
+}

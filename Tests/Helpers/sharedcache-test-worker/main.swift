@@ -1,0 +1,150 @@
+// A scripted cache client for the multi-process and crash tests.
+//
+//   sharedcache-test-worker mixed DIR WORKER-ID OPERATIONS KEYS SEED
+//       put / get / remove at random over KEYS shared keys; checks every get against the
+//       body generator and prints one summary line: "puts=N gets=N hits=N removes=N violations=N".
+//   sharedcache-test-worker writer DIR SEED
+//       puts and removes until killed (the crash test's victim); prints "ready" once open.
+//   sharedcache-test-worker put DIR KEY VALUE  /  get DIR KEY  /  remove DIR KEY
+//       one operation; get prints the body, or exits 1 on a miss.
+//   sharedcache-test-worker verify DIR KEYS
+//       reads every key; exits 0 and prints "entries=N" if every body is one the generator makes.
+//
+// Bodies encode their key, writer and version, and are padded with bytes derived from them,
+// so any reader can tell a genuine body from a mix, a truncation or another key's body.
+
+import Foundation
+import SharedCache
+
+struct Generator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+func body(key: String, writer: Int, version: Int, size: Int) -> Data {
+    var data = Data("key=\(key);writer=\(writer);version=\(version);size=\(size);".utf8)
+    var padding = Generator(seed: UInt64(truncatingIfNeeded: key.hashValueStable &+ writer &* 31 &+ version &* 7919))
+    while data.count < size { data.append(UInt8(truncatingIfNeeded: padding.next())) }
+    return data
+}
+
+/// Whether `data` is exactly a body `body(...)` makes for `key`.
+func isGenuine(_ data: Data, key: String) -> Bool {
+    let prefix = Data("key=\(key);writer=".utf8)
+    guard data.starts(with: prefix) else { return false }
+    // What follows is "W;version=V;size=S;" and then padding. Split bytes, not characters:
+    // a padding byte can form one grapheme cluster with the ";" before it.
+    let fields = data.dropFirst(prefix.count).prefix(64).split(separator: UInt8(ascii: ";"), maxSplits: 3)
+        .map { String(decoding: $0, as: UTF8.self) }
+    guard fields.count >= 3, let writer = Int(fields[0]), fields[1].hasPrefix("version="),
+        fields[2].hasPrefix("size="), let version = Int(fields[1].dropFirst(8)), let size = Int(fields[2].dropFirst(5))
+    else { return false }
+    return data == body(key: key, writer: writer, version: version, size: size)
+}
+
+extension String {
+    /// FNV-1a: Swift's `hashValue` is seeded per process, and every process must agree.
+    var hashValueStable: Int {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return Int(truncatingIfNeeded: hash)
+    }
+}
+
+func keyName(_ index: Int) -> String { "https://example.com/item/\(index)" }
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("sharedcache-test-worker: \(message)\n".utf8))
+    exit(2)
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 3 else { fail("usage: sharedcache-test-worker COMMAND DIR ...") }
+let directory = arguments[2]
+let configuration = Configuration(lockTimeout: .seconds(30))
+
+do {
+    switch arguments[1] {
+    case "mixed":
+        let worker = Int(arguments[3])!, operations = Int(arguments[4])!, keys = Int(arguments[5])!
+        var random = Generator(seed: UInt64(arguments[6])!)
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        var puts = 0, gets = 0, hits = 0, removes = 0, violations = 0
+        for version in 0..<operations {
+            let key = keyName(Int.random(in: 0..<keys, using: &random))
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<4:
+                let size = [40, 700, 3000, 70_000].randomElement(using: &random)! + Int.random(in: 0..<100, using: &random)
+                try cache.put(key: key, data: body(key: key, writer: worker, version: version, size: size))
+                puts += 1
+            case 4..<9:
+                gets += 1
+                if let hit = try cache.get(key: key) {
+                    hits += 1
+                    if !isGenuine(hit.data, key: key) || hit.entry.key != key {
+                        violations += 1
+                        let head = String(decoding: hit.data.prefix(80), as: UTF8.self)
+                        FileHandle.standardError.write(
+                            Data("violation: \(hit.data.count) wrong bytes for \(key) [\(hit.entry.key)]: \(head)\n".utf8))
+                    }
+                }
+            default:
+                if try cache.remove(key: key) { removes += 1 }
+            }
+        }
+        print("puts=\(puts) gets=\(gets) hits=\(hits) removes=\(removes) violations=\(violations)")
+
+    case "writer":
+        var random = Generator(seed: UInt64(arguments[3])!)
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        FileHandle.standardOutput.write(Data("ready\n".utf8))
+        var version = 0
+        while true {
+            version += 1
+            let key = keyName(Int.random(in: 0..<16, using: &random))
+            if Int.random(in: 0..<8, using: &random) == 0 {
+                try cache.remove(key: key)
+            } else if Int.random(in: 0..<50, using: &random) == 0 {
+                try cache.checkpoint()
+            } else {
+                let size = [100, 5000, 300_000].randomElement(using: &random)!
+                try cache.put(key: key, data: body(key: key, writer: 0, version: version, size: size))
+            }
+        }
+
+    case "put":
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        try cache.put(key: arguments[3], data: Data(arguments[4].utf8))
+    case "get":
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        guard let hit = try cache.get(key: arguments[3]) else { exit(1) }
+        FileHandle.standardOutput.write(hit.data)
+    case "remove":
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        exit(try cache.remove(key: arguments[3]) ? 0 : 1)
+
+    case "verify":
+        let keys = Int(arguments[3])!
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        var entries = 0
+        for index in 0..<keys {
+            let key = keyName(index)
+            guard let hit = try cache.get(key: key) else { continue }
+            guard isGenuine(hit.data, key: key) else { fail("wrong bytes for \(key)") }
+            entries += 1
+        }
+        print("entries=\(entries)")
+
+    default:
+        fail("unknown command \(arguments[1])")
+    }
+} catch {
+    fail("\(error)")
+}

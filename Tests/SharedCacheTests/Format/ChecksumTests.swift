@@ -1,0 +1,101 @@
+import Foundation
+import Testing
+
+@testable import SharedCache
+
+@Suite("CRC32C and SHA-256 against published vectors")
+struct ChecksumTests {
+    /// RFC 3720, appendix B.4, plus the common "123456789" check value.
+    static let crcVectors: [([UInt8], UInt32)] = [
+        (Array(repeating: 0, count: 32), 0x8A91_36AA),
+        (Array(repeating: 0xFF, count: 32), 0x62A8_AB43),
+        ((0..<32).map { UInt8($0) }, 0x46DD_794E),
+        ((0..<32).reversed().map { UInt8($0) }, 0x113F_DB5C),
+        (Array("123456789".utf8), 0xE306_9283),
+        ([], 0),
+    ]
+
+    @Test(arguments: crcVectors)
+    func crc32cVectors(bytes: [UInt8], expected: UInt32) {
+        #expect(CRC32C.checksum(bytes) == expected)
+    }
+
+    /// The 3-way hardware path folds thirds together; check it against a bitwise reference at
+    /// lengths on both sides of where it starts, and at odd offsets.
+    @Test func crc32cMatchesBitwiseReferenceAtEveryPath() {
+        var random = SystemRandomNumberGenerator()
+        let data = (0..<70_010).map { _ in UInt8.random(in: 0...255, using: &random) }
+        for length in [1, 7, 8, 9, 1535, 1536, 1537, 4095, 4096, 65_536, 69_999] {
+            let slice = Array(data[3..<(3 + length)])
+            #expect(CRC32C.checksum(slice) == referenceCRC32C(slice), "length \(length)")
+        }
+        // Extending in pieces equals one pass.
+        let whole = CRC32C.checksum(data)
+        let first = data.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[..<12_345])) }
+        let both = data.withUnsafeBytes {
+            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[12_345...]), extending: first)
+        }
+        #expect(both == whole)
+    }
+
+    @Test func maskRoundTrips() {
+        for value: UInt32 in [0, 1, 0xFFFF_FFFF, 0x1234_5678, 0xA282_EAD8] {
+            #expect(CRC32C.unmask(CRC32C.mask(value)) == value)
+            #expect(CRC32C.mask(value) != value)
+        }
+    }
+
+    /// FIPS 180-4 examples.
+    @Test(arguments: [
+        ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+        ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+        (
+            "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+        ),
+    ])
+    func sha256Vectors(message: String, expected: String) {
+        #expect(KeyHash(key: message).hex == expected)
+    }
+
+    @Test func sha256OfOneMillionAs() {
+        let message = String(repeating: "a", count: 1_000_000)
+        #expect(KeyHash(key: message).hex == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+
+    /// Every padding case (lengths around the 55/56/64-byte boundaries) against coreutils.
+    @Test func sha256AgreesWithSha256sumAtBlockBoundaries() throws {
+        for length in [0, 1, 54, 55, 56, 57, 63, 64, 65, 119, 120, 128, 200] {
+            let message = String((0..<length).map { Character(UnicodeScalar(UInt8(97 + $0 % 26))) })
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["sha256sum"]
+            let input = Pipe(), output = Pipe()
+            process.standardInput = input
+            process.standardOutput = output
+            try process.run()
+            input.fileHandleForWriting.write(Data(message.utf8))
+            try input.fileHandleForWriting.close()
+            let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(KeyHash(key: message).hex == String(printed.prefix(64)), "length \(length)")
+        }
+    }
+
+    @Test func keyHashHexRoundTrips() {
+        let hash = KeyHash(key: "https://example.com/")
+        #expect(KeyHash(hex: hash.hex) == hash)
+        #expect(KeyHash(hex: hash.hex.uppercased()) == hash)
+        #expect(KeyHash(hex: "xyz") == nil)
+        #expect(KeyHash(hex: String(repeating: "g", count: 64)) == nil)
+    }
+
+    private func referenceCRC32C(_ bytes: [UInt8]) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
+        }
+        return ~crc
+    }
+}

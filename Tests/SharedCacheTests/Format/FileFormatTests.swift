@@ -1,0 +1,104 @@
+import Testing
+
+@testable import SharedCache
+
+@Suite("Manifest, blob header, format and config files")
+struct FileFormatTests {
+    static func sampleIndex(_ count: Int) -> Index {
+        var index = Index()
+        for number in 0..<count {
+            index.insert(
+                IndexEntry(
+                    blobID: UInt64(number + 1), bodySize: UInt64(number * 10), storedAt: Int64(number),
+                    expiresAt: number.isMultiple(of: 2) ? .max : Int64(number + 100), lastAccess: Int64(number + 5)),
+                for: KeyHash(key: "key \(number)"))
+        }
+        return index
+    }
+
+    static func encodeManifest(_ index: Index) -> [UInt8] {
+        ManifestCoding.encode(
+            ManifestCoding.Header(generation: 3, lastSequence: 77, entryCount: UInt64(index.count), createdAt: 5),
+            entries: index.entries.map { ($0.key, $0.value) })
+    }
+
+    static func decodeManifest(_ bytes: [UInt8]) throws -> (ManifestCoding.Header, [KeyHash: IndexEntry]) {
+        var entries: [KeyHash: IndexEntry] = [:]
+        let header = try bytes.withUnsafeBytes { raw in
+            try ManifestCoding.decode(raw) { entries[$0] = $1 }
+        }
+        return (header, entries)
+    }
+
+    @Test func manifestRoundTrips() throws {
+        let index = Self.sampleIndex(100)
+        let bytes = Self.encodeManifest(index)
+        #expect(bytes.count == ManifestCoding.headerSize + 100 * ManifestCoding.entrySize + 4)
+        let (header, entries) = try Self.decodeManifest(bytes)
+        #expect(header == ManifestCoding.Header(generation: 3, lastSequence: 77, entryCount: 100, createdAt: 5))
+        #expect(entries == index.entries)
+    }
+
+    /// sharedcache(5): a manifest of the wrong size is corrupt as a whole.
+    @Test func truncatedManifestIsRejected() {
+        let bytes = Self.encodeManifest(Self.sampleIndex(10))
+        for cut in [0, 3, 30, 63, 64, 100, bytes.count - 1] {
+            #expect(throws: FormatError.self, "cut at \(cut)") { try Self.decodeManifest(Array(bytes[..<cut])) }
+        }
+        #expect(throws: FormatError.truncated) { try Self.decodeManifest(bytes + [0]) }
+    }
+
+    @Test func flippedBitInManifestIsRejected() {
+        let bytes = Self.encodeManifest(Self.sampleIndex(10))
+        for position in stride(from: 0, to: bytes.count, by: 7) {
+            var damaged = bytes
+            damaged[position] ^= 0x10
+            #expect(throws: FormatError.self, "byte \(position)") { try Self.decodeManifest(damaged) }
+        }
+    }
+
+    @Test func newerManifestMajorVersionIsRefused() {
+        var bytes = Self.encodeManifest(Self.sampleIndex(1))
+        bytes[4] = 2
+        #expect(throws: FormatError.unsupportedVersion(major: 2)) { try Self.decodeManifest(bytes) }
+    }
+
+    @Test func blobHeaderRoundTripsAndChecksItself() throws {
+        let header = BlobHeader(
+            bodySize: 99, bodyChecksum: 0xDEAD_BEEF, storedAt: 1, expiresAt: .max, keyHash: KeyHash(key: "k\0../x"),
+            key: Array("k\0../x".utf8), etag: Array("W/\"1\"".utf8), lastModified: Array("Tue".utf8),
+            attributes: [1, 2, 3])
+        let bytes = header.encoded()
+        #expect(bytes.count == header.encodedSize)
+        #expect(try bytes.withUnsafeBytes { try BlobHeader.decode($0) } == header)
+        for position in 0..<bytes.count {
+            var damaged = bytes
+            damaged[position] ^= 0x01
+            #expect(throws: FormatError.self, "byte \(position)") {
+                try damaged.withUnsafeBytes { try BlobHeader.decode($0) }
+            }
+        }
+    }
+
+    @Test func formatFileVersions() throws {
+        #expect(try FormatVersion.decode(FormatVersion.current.encoded()) == .current)
+        #expect(try FormatVersion.decode(Array("sharedcache 1.7\n".utf8)) == FormatVersion(major: 1, minor: 7))
+        #expect(throws: FormatError.unsupportedVersion(major: 2)) {
+            try FormatVersion.decode(Array("sharedcache 2.0\n".utf8))
+        }
+        #expect(throws: FormatError.badMagic) { try FormatVersion.decode(Array("something else\n".utf8)) }
+        #expect(throws: FormatError.self) { try FormatVersion.decode(Array("sharedcache one\n".utf8)) }
+    }
+
+    @Test func configFileParsesAndKeepsDefaults() throws {
+        let defaults = ConfigurationFile(sizeLimit: 1, defaultExpirySeconds: 2)
+        let parsed = try ConfigurationFile.decode(
+            Array("# comment\nsize-limit = 500  # bytes\n\nfuture-setting = yes\n".utf8), defaults: defaults)
+        #expect(parsed == ConfigurationFile(sizeLimit: 500, defaultExpirySeconds: 2))
+        let never = try ConfigurationFile.decode(Array("default-expiry=never\n".utf8), defaults: defaults)
+        #expect(never.defaultExpirySeconds == nil)
+        #expect(try ConfigurationFile.decode(defaults.encoded(), defaults: .init(sizeLimit: 0)) == defaults)
+        #expect(throws: FormatError.self) { try ConfigurationFile.decode(Array("size-limit = lots\n".utf8), defaults: defaults) }
+        #expect(throws: FormatError.self) { try ConfigurationFile.decode(Array("no equals sign\n".utf8), defaults: defaults) }
+    }
+}

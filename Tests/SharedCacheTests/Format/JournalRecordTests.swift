@@ -1,0 +1,135 @@
+import Testing
+
+@testable import SharedCache
+
+@Suite("Journal records: framing, torn tails, damage, unknown types")
+struct JournalRecordTests {
+    static let remover = Remover(processID: 4242, name: "tool")
+    static let hash = KeyHash(key: "k")
+    static let records: [JournalRecord] = [
+        .stored(
+            StoredRecord(
+                hash: hash, blobID: 0xABCDEF, bodySize: 1234, storedAt: 1_700_000_000_000, expiresAt: .max,
+                key: Array("k".utf8), etag: Array("\"v1\"".utf8))),
+        .removed(RemovedRecord(hash: hash, blobID: 0xABCDEF, reason: .expired, remover: remover)),
+        .cleared(remover),
+        .sealed(nextGeneration: 7),
+    ]
+
+    /// Frames the records with consecutive sequence numbers starting at 1.
+    static func encode(_ records: [JournalRecord]) -> [UInt8] {
+        var writer = ByteWriter()
+        for (index, record) in records.enumerated() { record.encode(sequence: UInt64(index + 1), into: &writer) }
+        return writer.bytes
+    }
+
+    /// Decodes frames until one is not a whole valid record; returns what was decoded and why it stopped.
+    static func decodeAll(_ bytes: [UInt8]) -> ([(JournalRecord, UInt64)], DecodedFrame?) {
+        bytes.withUnsafeBytes { raw in
+            var offset = 0
+            var decoded: [(JournalRecord, UInt64)] = []
+            while offset < raw.count {
+                let frame = JournalRecord.decodeFrame(raw, at: offset)
+                guard case .record(let record, let sequence, let size) = frame else { return (decoded, frame) }
+                decoded.append((record, sequence))
+                offset += size
+            }
+            return (decoded, nil)
+        }
+    }
+
+    @Test func everyRecordTypeRoundTrips() {
+        let (decoded, stop) = Self.decodeAll(Self.encode(Self.records))
+        #expect(stop == nil)
+        #expect(decoded.map(\.0) == Self.records)
+        #expect(decoded.map(\.1) == [1, 2, 3, 4])
+    }
+
+    /// sharedcache(5): a record cut off by the end of the file is "not yet written".
+    @Test func tornTailAtEveryLengthIsIncompleteNotCorrupt() {
+        let whole = Self.encode(Self.records)
+        let firstSize = Self.encode([Self.records[0]]).count
+        for cut in (firstSize + 1)..<(firstSize + Self.encode([Self.records[1]]).count) {
+            let (decoded, stop) = Self.decodeAll(Array(whole[..<cut]))
+            #expect(decoded.count == 1, "cut at \(cut)")
+            #expect(stop == .incomplete, "cut at \(cut)")
+        }
+    }
+
+    /// sharedcache(5): a whole frame with any flipped bit is corrupt, and nothing after it is read.
+    @Test func flippedBitAnywhereInAFrameIsCorrupt() {
+        let bytes = Self.encode(Self.records)
+        let firstSize = Self.encode([Self.records[0]]).count
+        for bit in 0..<(firstSize * 8) {
+            var damaged = bytes
+            damaged[bit / 8] ^= UInt8(1 << (bit % 8))
+            let (decoded, stop) = Self.decodeAll(damaged)
+            #expect(decoded.isEmpty, "bit \(bit)")
+            // A flipped length bit may also make the frame look longer than the file.
+            switch stop {
+            case .corrupt?, .incomplete?: break
+            default: Issue.record("bit \(bit): \(String(describing: stop))")
+            }
+        }
+    }
+
+    @Test func zeroFilledRegionIsCorrupt() {
+        let (decoded, stop) = Self.decodeAll(Array(repeating: 0, count: 64))
+        #expect(decoded.isEmpty)
+        #expect(stop == .corrupt(.checksumMismatch))
+    }
+
+    /// sharedcache(5): an unknown type with a valid frame is skipped; later records still decode.
+    @Test func unknownRecordTypeIsSkipped() {
+        var writer = ByteWriter()
+        JournalRecord.unknown(type: 200).encode(sequence: 1, into: &writer)
+        Self.records[3].encode(sequence: 2, into: &writer)
+        let (decoded, stop) = Self.decodeAll(writer.bytes)
+        #expect(stop == nil)
+        #expect(decoded.map(\.0) == [.unknown(type: 200), .sealed(nextGeneration: 7)])
+    }
+
+    /// A length field of 4 GiB must be rejected before anything is allocated for it.
+    @Test func hugeLengthIsCorruptWithoutAllocating() {
+        var writer = ByteWriter()
+        writer.append(UInt32(0))
+        writer.append(UInt32.max)
+        writer.append(UInt64(1))
+        writer.append(UInt8(1))
+        let (_, stop) = Self.decodeAll(writer.bytes)
+        #expect(stop == .corrupt(.invalidField("record length \(UInt32.max)")))
+    }
+
+    @Test func unknownRemovalReasonIsCorrupt() {
+        var writer = ByteWriter()
+        JournalRecord.removed(RemovedRecord(hash: Self.hash, blobID: 1, reason: .manual, remover: Self.remover))
+            .encode(sequence: 1, into: &writer)
+        var bytes = writer.bytes
+        // The reason byte follows the 17-byte frame header, the hash and the blob ID; re-checksum.
+        bytes[17 + 32 + 8] = 99
+        let crc = bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[4...])) }
+        withUnsafeBytes(of: CRC32C.mask(crc).littleEndian) { for i in 0..<4 { bytes[i] = $0[i] } }
+        let (_, stop) = Self.decodeAll(bytes)
+        #expect(stop == .corrupt(.invalidField("removal reason 99")))
+    }
+
+    @Test func segmentHeaderRoundTripsAndRejectsDamage() throws {
+        let header = SegmentHeader(generation: 9, firstSequence: 1001)
+        let bytes = header.encoded()
+        #expect(bytes.count == SegmentHeader.size)
+        #expect(try bytes.withUnsafeBytes { try SegmentHeader.decode($0) } == header)
+
+        var flipped = bytes
+        flipped[10] ^= 1
+        #expect(throws: FormatError.checksumMismatch) { try flipped.withUnsafeBytes { try SegmentHeader.decode($0) } }
+
+        var newer = bytes
+        newer[4] = 2  // major version 2
+        #expect(throws: FormatError.unsupportedVersion(major: 2)) {
+            try newer.withUnsafeBytes { try SegmentHeader.decode($0) }
+        }
+        #expect(throws: FormatError.truncated) {
+            try Array(bytes[..<20]).withUnsafeBytes { try SegmentHeader.decode($0) }
+        }
+    }
+}
