@@ -29,8 +29,11 @@ extension CacheDirectory {
             guard faccessat(directory.descriptor.rawValue, ".", W_OK | X_OK, 0) == 0 else {
                 throw SystemError("faccessat", errno: errno, path: path)
             }
+            let isInitialized = try directory.status(of: FormatVersion.fileName) != nil
+            // Refuse someone else's directory before creating anything in it, the lock included.
+            if !isInitialized { try directory.refuseIfForeign() }
             let lock = try DirectoryLock(in: directory)
-            if try directory.status(of: FormatVersion.fileName) == nil {
+            if !isInitialized {
                 try lock.withExclusiveLock(timeout: timeout) {
                     try directory.initialize(with: shared, durable: durable)
                 }
@@ -103,10 +106,9 @@ extension CacheDirectory {
         }
     }
 
-    /// Lays out a new cache. Runs under the directory lock; the `format` file comes last, so
-    /// a directory with one is complete, and a directory without one is finished by the next opener.
-    private func initialize(with configuration: ConfigurationFile, durable: Bool) throws {
-        if try status(of: FormatVersion.fileName) != nil { return }
+    /// Throws `.notACacheDirectory` when a directory without a `format` file holds anything
+    /// other than a half-finished cache layout.
+    private func refuseIfForeign() throws {
         let foreign = try contents(of: ".").filter { !Self.layoutNames.contains($0) }
         guard foreign.isEmpty else {
             let examples = foreign.sorted().prefix(3).joined(separator: ", ")
@@ -116,6 +118,13 @@ extension CacheDirectory {
                     + "file); choose an empty or new directory",
                 path: path)
         }
+    }
+
+    /// Lays out a new cache. Runs under the directory lock; the `format` file comes last, so
+    /// a directory with one is complete, and a directory without one is finished by the next opener.
+    private func initialize(with configuration: ConfigurationFile, durable: Bool) throws {
+        if try status(of: FormatVersion.fileName) != nil { return }
+        try refuseIfForeign()
         for name in [Self.journalDirectory, Self.blobsDirectory, Self.temporaryDirectory]
             + (0...255).map({ BlobStore.fanOutDirectory(UInt8($0)) })
         {

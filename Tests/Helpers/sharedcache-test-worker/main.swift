@@ -8,7 +8,8 @@
 //   sharedcache-test-worker put DIR KEY VALUE  /  get DIR KEY  /  remove DIR KEY
 //       one operation; get prints the body, or exits 1 on a miss.
 //   sharedcache-test-worker verify DIR KEYS
-//       reads every key; exits 0 and prints "entries=N" if every body is one the generator makes.
+//       reads every key; exits 0 and prints "entries=N damaged=N" if every body is one the
+//       generator makes (damaged counts indexed entries whose blob was missing or failed a check).
 //
 // Bodies encode their key, writer and version, and are padded with bytes derived from them,
 // so any reader can tell a genuine body from a mix, a truncation or another key's body.
@@ -140,11 +141,12 @@ do {
             guard isGenuine(hit.data, key: key) else { fail("wrong bytes for \(key)") }
             entries += 1
         }
-        print("entries=\(entries)")
+        // A live index entry whose blob is missing or bad would show up as a discarded blob.
+        print("entries=\(entries) damaged=\(try cache.statistics().damagedBlobs)")
 
     default:
         fail("unknown command \(arguments[1])")
     }
 } catch {
-    fail("\(error)")
+    fail("\(error.code): \(error)")
 }

@@ -19,10 +19,17 @@ enum Worker {
     }
 
     /// Starts the worker with `arguments`; stdout and stderr go to pipes.
-    static func start(_ arguments: [String]) throws -> (Process, Pipe, Pipe) {
+    ///
+    /// - Parameter asUser: run as this user ID (through setpriv(1); the caller must be root).
+    static func start(_ arguments: [String], asUser user: UInt32? = nil) throws -> (Process, Pipe, Pipe) {
         let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
+        if let user {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid=\(user)", "--regid=\(user)", "--clear-groups", executable.path] + arguments
+        } else {
+            process.executableURL = executable
+            process.arguments = arguments
+        }
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
@@ -31,8 +38,8 @@ enum Worker {
     }
 
     /// Runs the worker to completion.
-    static func run(_ arguments: [String]) throws -> Result {
-        let (process, output, errors) = try start(arguments)
+    static func run(_ arguments: [String], asUser user: UInt32? = nil) throws -> Result {
+        let (process, output, errors) = try start(arguments, asUser: user)
         let out = output.fileHandleForReading.readDataToEndOfFile()
         let err = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()

@@ -1,0 +1,139 @@
+import Foundation
+import Testing
+
+@testable import SharedCache
+
+@Suite("Checkpoints, segment rotation and journal repair")
+struct CheckpointTests {
+    @Test func checkpointFoldsTheJournalIntoTheManifestAndRetiresSegments() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        var generations: [UInt64] = []
+        for round in 0..<4 {
+            for index in 0..<20 { try cache.put(key: "key \(index)", data: Data("round \(round) \(index)".utf8)) }
+            try cache.remove(key: "key \(round)")
+            let summary = try cache.checkpoint()
+            #expect(summary.entryCount == 19)
+            generations.append(summary.generation)
+        }
+        #expect(generations == [2, 3, 4, 5])
+        // The manifest covers everything, so only the segment just sealed and the live one remain.
+        let segments = try FileManager.default.contentsOfDirectory(atPath: directory("cache/journal")).sorted()
+        #expect(segments == ["0000000000000004", "0000000000000005"])
+
+        let reopened = try SharedCache(directory: directory("cache"))
+        let statistics = try reopened.statistics()
+        #expect(statistics.entryCount == 19)
+        #expect(statistics.journalGeneration == 5)
+        #expect(!statistics.rebuiltOnOpen)
+        #expect(try reopened.get(key: "key 3") == nil)
+        #expect(try reopened.get(key: "key 19")?.data == Data("round 3 19".utf8))
+    }
+
+    /// A process that opened the cache long ago follows the seals across rotations, or, when the
+    /// segments it needs were retired, reloads from the manifest.
+    @Test func aLaggingReaderCatchesUpAcrossRetiredSegments() throws {
+        let directory = try TemporaryDirectory()
+        let writer = try SharedCache(directory: directory("cache"))
+        let reader = try SharedCache(directory: directory("cache"))
+        try writer.put(key: "stays", data: Data("1".utf8))
+        try writer.put(key: "goes", data: Data("1".utf8))
+        #expect(try reader.get(key: "goes") != nil)
+        for round in 0..<5 {
+            try writer.put(key: "stays", data: Data("\(round)".utf8))
+            try writer.checkpoint()
+        }
+        try writer.remove(key: "goes")
+        #expect(try reader.get(key: "stays")?.data == Data("4".utf8))
+        #expect(try reader.get(key: "goes") == nil)
+        let statistics = try reader.statistics()
+        #expect(statistics.resynchronizations == 1)
+        #expect(statistics.journalGeneration == 6)
+    }
+
+    @Test func aReaderOneCheckpointBehindFollowsTheSealWithoutReloading() throws {
+        let directory = try TemporaryDirectory()
+        let writer = try SharedCache(directory: directory("cache"))
+        let reader = try SharedCache(directory: directory("cache"))
+        try writer.put(key: "k", data: Data("before".utf8))
+        try writer.checkpoint()
+        try writer.put(key: "k", data: Data("after".utf8))
+        #expect(try reader.get(key: "k")?.data == Data("after".utf8))
+        #expect(try reader.statistics().resynchronizations == 0)
+    }
+
+    /// sharedcache(5): a torn record at the end of the journal is "not yet written" to readers
+    /// and truncated by the next writer.
+    @Test func tornTailIsIgnoredByReadersAndRepairedByTheNextWriter() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        try cache.put(key: "a", data: Data("a".utf8))
+        let segment = directory("cache/journal/0000000000000001")
+        let intact = try Data(contentsOf: URL(fileURLWithPath: segment))
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: intact.suffix(40).prefix(30))  // 30 bytes: half a record
+        try handle.close()
+
+        let reader = try SharedCache(directory: directory("cache"))
+        #expect(try reader.get(key: "a")?.data == Data("a".utf8))
+        try reader.put(key: "b", data: Data("b".utf8))
+        #expect(try reader.statistics().journalRepairs == 1)
+
+        let fresh = try SharedCache(directory: directory("cache"))
+        #expect(try fresh.get(key: "a")?.data == Data("a".utf8))
+        #expect(try fresh.get(key: "b")?.data == Data("b".utf8))
+        #expect(try fresh.statistics().entryCount == 2)
+    }
+
+    /// sharedcache(5): a damaged record stops readers; the next writer truncates from it. The
+    /// entries it described become misses, never wrong bytes.
+    @Test func corruptRecordStopsReadersAndIsTruncatedByTheNextWriter() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        try cache.put(key: "first", data: Data("1".utf8))
+        let segment = directory("cache/journal/0000000000000001")
+        let afterFirst = try FileManager.default.attributesOfItem(atPath: segment)[.size] as! Int
+        try cache.put(key: "second", data: Data("2".utf8))
+        try cache.put(key: "third", data: Data("3".utf8))
+
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: segment))
+        bytes[afterFirst + 20] ^= 0xFF  // inside the "second" record
+        try bytes.write(to: URL(fileURLWithPath: segment))
+
+        let reader = try SharedCache(directory: directory("cache"))
+        #expect(try reader.get(key: "first")?.data == Data("1".utf8))
+        #expect(try reader.get(key: "second") == nil)
+        #expect(try reader.get(key: "third") == nil)
+        try reader.put(key: "fourth", data: Data("4".utf8))
+        #expect(try reader.statistics().journalRepairs == 1)
+
+        let fresh = try SharedCache(directory: directory("cache"))
+        #expect(try fresh.get(key: "fourth")?.data == Data("4".utf8))
+        #expect(try fresh.get(key: "first")?.data == Data("1".utf8))
+    }
+
+    /// A checkpointer that died after sealing but before creating the next segment: readers
+    /// wait at the seal, and the next writer creates the segment and carries on.
+    @Test func sealWithoutNextSegmentIsFinishedByTheNextWriter() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        try cache.put(key: "a", data: Data("a".utf8))  // sequence 1
+        var seal = ByteWriter()
+        JournalRecord.sealed(nextGeneration: 2).encode(sequence: 2, into: &seal)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: directory("cache/journal/0000000000000001")))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: seal.bytes)
+        try handle.close()
+
+        let other = try SharedCache(directory: directory("cache"))
+        #expect(try other.get(key: "a")?.data == Data("a".utf8))
+        #expect(!FileManager.default.fileExists(atPath: directory("cache/journal/0000000000000002")))
+        try other.put(key: "b", data: Data("b".utf8))
+        #expect(FileManager.default.fileExists(atPath: directory("cache/journal/0000000000000002")))
+        #expect(try other.statistics().journalGeneration == 2)
+        #expect(try cache.get(key: "b")?.data == Data("b".utf8))
+        #expect(try cache.statistics().journalSequence == 3)
+        #expect(try SharedCache(directory: directory("cache")).statistics().entryCount == 2)
+    }
+}

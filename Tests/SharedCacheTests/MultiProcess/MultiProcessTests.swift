@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+
+@testable import SharedCache
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+@Suite("Many processes, one directory", .serialized)
+struct MultiProcessTests {
+    /// 4 processes × 2,000 mixed operations on 20 overlapping keys: every get returns a body
+    /// some put stored for that key, or a miss; afterwards the directory is exactly its index.
+    @Test func fourProcessesMixingPutsGetsAndRemoves() throws {
+        let directory = try TemporaryDirectory()
+        let cache = directory("cache")
+        let workers = try (1...4).map { worker in
+            try Worker.start(["mixed", cache, "\(worker)", "2000", "20", "\(worker * 7919)"])
+        }
+        var totals: [String: Int] = [:]
+        for (process, output, errors) in workers {
+            let summary = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let problems = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0, "\(problems)")
+            for (name, value) in Worker.counters(summary) { totals[name, default: 0] += value }
+        }
+        #expect(totals["violations"] == 0)
+        #expect(totals["puts"]! > 2000)
+        #expect(totals["hits"]! > 1000)
+        #expect(totals["removes"]! > 100)
+
+        // A fresh process sees a consistent final state: every indexed entry reads back genuine.
+        let verify = try Worker.run(["verify", cache, "20"])
+        #expect(verify.status == 0, "\(verify.errors)")
+        let counts = Worker.counters(verify.output)
+        #expect(counts["damaged"] == 0)
+
+        // Exactly the live entries have blobs (every superseded or removed one was unlinked),
+        // and no writer left anything in tmp/.
+        let reopened = try SharedCache(directory: cache)
+        #expect(try blobFiles(in: cache).count == reopened.statistics().entryCount)
+        #expect(counts["entries"] == (try reopened.statistics().entryCount))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: "\(cache)/tmp").isEmpty)
+    }
+
+    @Test func anotherProcessSeesPutsAndRemovals() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        #expect(try Worker.run(["put", directory("cache"), "shared", "from the worker"]).status == 0)
+        #expect(try cache.get(key: "shared")?.data == Data("from the worker".utf8))
+        try cache.put(key: "shared", data: Data("from the test".utf8))
+        let read = try Worker.run(["get", directory("cache"), "shared"])
+        #expect(read.status == 0)
+        #expect(read.output == "from the test")
+        #expect(try Worker.run(["remove", directory("cache"), "shared"]).status == 0)
+        #expect(try cache.get(key: "shared") == nil)
+        #expect(try Worker.run(["get", directory("cache"), "shared"]).status == 1)
+    }
+
+    /// A writer killed with SIGKILL at random moments, 24 times: after each kill the cache opens,
+    /// every entry reads back intact or is absent, and no indexed entry has lost its blob.
+    @Test func writerKilledAtRandomMoments() throws {
+        let directory = try TemporaryDirectory()
+        let cache = directory("cache")
+        var random = SystemRandomNumberGenerator()
+        for round in 1...24 {
+            let (process, output, _) = try Worker.start(["writer", cache, "\(round)"])
+            _ = output.fileHandleForReading.availableData  // "ready": the cache is open
+            usleep(UInt32.random(in: 5_000...120_000, using: &random))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            #expect(process.terminationReason == .uncaughtSignal)
+
+            let verify = try Worker.run(["verify", cache, "16"])
+            #expect(verify.status == 0, "round \(round): \(verify.errors)")
+            #expect(Worker.counters(verify.output)["damaged"] == 0, "round \(round)")
+        }
+        // The cache still works, and a kill leaves at most one unjournaled blob and one tmp file.
+        let reopened = try SharedCache(directory: cache)
+        try reopened.put(key: "after", data: Data("fine".utf8))
+        #expect(try reopened.get(key: "after")?.data == Data("fine".utf8))
+        try reopened.checkpoint()
+        let live = try reopened.statistics().entryCount
+        #expect(try blobFiles(in: cache).count <= live + 24)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: "\(cache)/tmp").count <= 24)
+    }
+}

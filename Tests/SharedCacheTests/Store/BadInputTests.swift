@@ -1,0 +1,205 @@
+import Foundation
+import Testing
+
+@testable import SharedCache
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+@Suite("Bad input: wrong paths, foreign files, damage — clear errors or repair, never wrong bytes")
+struct BadInputTests {
+    @Test func aPathThatIsAFileIsNotADirectory() throws {
+        let directory = try TemporaryDirectory()
+        FileManager.default.createFile(atPath: directory("file"), contents: Data("x".utf8))
+        #expect(errorCode { try SharedCache(directory: directory("file")) } == "notADirectory")
+        #expect(errorCode { try SharedCache(directory: directory("file/cache")) } == "notADirectory")
+        #expect(try String(contentsOfFile: directory("file"), encoding: .utf8) == "x")
+    }
+
+    @Test func missingParentsAreCreated() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("a/b/c"))
+        try cache.put(key: "k", data: Data("v".utf8))
+        #expect(try SharedCache(directory: directory("a/b/c")).get(key: "k")?.data == Data("v".utf8))
+    }
+
+    @Test func anUnwritableDirectoryIsPermissionDenied() throws {
+        let directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory("readonly"), withIntermediateDirectories: false)
+        if geteuid() == 0 {
+            // Root writes anywhere; ask as an unprivileged user, in a process of its own.
+            chmod(directory.path, 0o755)
+            let result = try Worker.run(["put", directory("readonly"), "k", "v"], asUser: 65534)
+            #expect(result.status == 2)
+            #expect(result.errors.contains("permissionDenied"))
+        } else {
+            chmod(directory("readonly"), 0o555)
+            #expect(errorCode { try SharedCache(directory: directory("readonly")) } == "permissionDenied")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory("readonly")).isEmpty)
+    }
+
+    @Test func aForeignNonEmptyDirectoryIsRefusedAndLeftAlone() throws {
+        let directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory("home/Documents"), withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: directory("home/notes.txt"), contents: Data("mine".utf8))
+        #expect(errorCode { try SharedCache(directory: directory("home")) } == "notACacheDirectory")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory("home")).sorted() == ["Documents", "notes.txt"])
+
+        FileManager.default.createFile(atPath: directory("other/format"), contents: nil)
+        try FileManager.default.createDirectory(atPath: directory("other"), withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: directory("other/format"), contents: Data("some other tool\n".utf8))
+        #expect(errorCode { try SharedCache(directory: directory("other")) } == "notACacheDirectory")
+    }
+
+    @Test func aNewerFormatIsRefused() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        try cache.put(key: "k", data: Data("v".utf8))
+        try Data("sharedcache 2.0\n".utf8).write(to: URL(fileURLWithPath: directory("cache/format")))
+        #expect(errorCode { try SharedCache(directory: directory("cache")) } == "unsupportedFormat")
+        // A newer minor version is compatible.
+        try Data("sharedcache 1.9\n".utf8).write(to: URL(fileURLWithPath: directory("cache/format")))
+        #expect(try SharedCache(directory: directory("cache")).get(key: "k")?.data == Data("v".utf8))
+    }
+
+    @Test func aCorruptConfigIsAClearError() throws {
+        let directory = try TemporaryDirectory()
+        _ = try SharedCache(directory: directory("cache"))
+        try Data("size-limit = a lot\n".utf8).write(to: URL(fileURLWithPath: directory("cache/config")))
+        #expect(errorCode { try SharedCache(directory: directory("cache")) } == "corruptData")
+    }
+
+    @Test func foreignFilesInBlobsAreIgnored() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        try cache.put(key: "k", data: Data("v".utf8))
+        FileManager.default.createFile(atPath: directory("cache/blobs/ab/hello.txt"), contents: Data("x".utf8))
+        FileManager.default.createFile(atPath: directory("cache/blobs/README"), contents: Data("x".utf8))
+        try FileManager.default.createDirectory(atPath: directory("cache/blobs/zz/nested"), withIntermediateDirectories: true)
+        try Data("garbage".utf8).write(to: URL(fileURLWithPath: directory("cache/manifest")))  // force a rebuild scan
+        let reopened = try SharedCache(directory: directory("cache"))
+        #expect(try reopened.statistics().rebuiltOnOpen)
+        #expect(try reopened.statistics().entryCount == 1)
+        #expect(try reopened.get(key: "k")?.data == Data("v".utf8))
+    }
+
+    /// Replace the blob of a live entry with something else; the get must miss and discard it.
+    private func plant(_ replacement: (String) throws -> Void) throws -> (SharedCache, TemporaryDirectory) {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        try cache.put(key: "victim", data: Data("the real body".utf8))
+        let blob = try #require(try blobFiles(in: directory("cache")).first)
+        let path = directory("cache/blobs/\(blob)")
+        try FileManager.default.removeItem(atPath: path)
+        try replacement(path)
+        return (cache, directory)
+    }
+
+    @Test func aSymlinkPlantedAsABlobIsNeverFollowed() throws {
+        let (cache, directory) = try plant { path in
+            try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: "/etc/passwd")
+        }
+        #expect(try cache.get(key: "victim") == nil)
+        #expect(try cache.statistics().damagedBlobs == 1)
+        #expect(try !cache.contains(key: "victim"))
+        _ = directory
+    }
+
+    @Test func aFIFOPlantedAsABlobDoesNotHang() throws {
+        let (cache, directory) = try plant { path in #expect(mkfifo(path, 0o600) == 0) }
+        #expect(try cache.get(key: "victim") == nil)
+        #expect(try cache.statistics().damagedBlobs == 1)
+        _ = directory
+    }
+
+    @Test func anotherKeysBlobPlantedInPlaceIsRejected() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        try cache.put(key: "victim", data: Data("victim body".utf8))
+        let victimBlob = try #require(try blobFiles(in: directory("cache")).first)
+        try cache.put(key: "intruder", data: Data("intruder body".utf8))
+        let intruderBlob = try #require(try blobFiles(in: directory("cache")).first { $0 != victimBlob })
+        try FileManager.default.removeItem(atPath: directory("cache/blobs/\(victimBlob)"))
+        try FileManager.default.copyItem(
+            atPath: directory("cache/blobs/\(intruderBlob)"), toPath: directory("cache/blobs/\(victimBlob)"))
+        #expect(try cache.get(key: "victim") == nil)
+        #expect(try cache.get(key: "intruder")?.data == Data("intruder body".utf8))
+    }
+
+    @Test(arguments: [0, 30, 90, -1])
+    func aDamagedBlobByteIsAMissAndIsDiscarded(offsetFromBodyEnd: Int) throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        let body = Data(repeating: 0x41, count: 100)
+        try cache.put(key: "k", data: body)
+        let blob = directory("cache/blobs/\(try #require(try blobFiles(in: directory("cache")).first))")
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: blob))
+        if offsetFromBodyEnd < 0 {
+            bytes.removeLast(10)  // truncated
+        } else {
+            bytes[bytes.count - 1 - offsetFromBodyEnd] ^= 0x20
+        }
+        try bytes.write(to: URL(fileURLWithPath: blob))
+
+        #expect(try cache.get(key: "k") == nil)
+        #expect(try cache.statistics().damagedBlobs == 1)
+        #expect(!FileManager.default.fileExists(atPath: blob))
+        let other = try SharedCache(directory: directory("cache"))
+        #expect(try !other.contains(key: "k"))
+    }
+
+    @Test(arguments: ["garbage", "truncated", "missing", "empty"])
+    func aBadManifestIsRebuiltFromTheBlobs(damage: String) throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        for index in 0..<50 { try cache.put(key: "key \(index)", data: Data("body \(index)".utf8)) }
+        try cache.remove(key: "key 7")
+        try cache.checkpoint()
+        try cache.put(key: "key 50", data: Data("body 50".utf8))
+        let manifest = URL(fileURLWithPath: directory("cache/manifest"))
+        switch damage {
+        case "garbage": try Data(repeating: 0x5A, count: 5000).write(to: manifest)
+        case "truncated": try Data(try Data(contentsOf: manifest).prefix(1000)).write(to: manifest)
+        case "missing": try FileManager.default.removeItem(at: manifest)
+        default: try Data().write(to: manifest)
+        }
+
+        let reopened = try SharedCache(directory: directory("cache"))
+        let statistics = try reopened.statistics()
+        #expect(statistics.rebuiltOnOpen)
+        #expect(statistics.entryCount == 50)
+        for index in 0...50 where index != 7 {
+            #expect(try reopened.get(key: "key \(index)")?.data == Data("body \(index)".utf8))
+        }
+        #expect(try reopened.get(key: "key 7") == nil)
+        // The rebuilt manifest is valid for the next process.
+        #expect(try !SharedCache(directory: directory("cache")).statistics().rebuiltOnOpen)
+    }
+
+    /// A process that holds the journal's append lock and hangs: writers time out with a clear
+    /// error; readers carry on.
+    @Test func aHungLockHolderTimesOutWritersButNotReaders() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Configuration(lockTimeout: .milliseconds(200)))
+        try cache.put(key: "k", data: Data("v".utf8))
+        let holder = open(directory("cache/journal/0000000000000001"), O_RDWR)
+        defer { close(holder) }
+        #expect(flock(holder, LOCK_EX) == 0)
+
+        let start = Date()
+        #expect(errorCode { try cache.put(key: "k2", data: Data("v".utf8)) } == "lockTimeout")
+        #expect(Date().timeIntervalSince(start) >= 0.2)
+        #expect(try cache.get(key: "k")?.data == Data("v".utf8))
+        #expect(try cache.get(key: "k2") == nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory("cache/tmp")).isEmpty)
+        #expect(try blobFiles(in: directory("cache")).count == 1)
+
+        flock(holder, LOCK_UN)
+        try cache.put(key: "k2", data: Data("v2".utf8))
+        #expect(try cache.get(key: "k2")?.data == Data("v2".utf8))
+    }
+}
