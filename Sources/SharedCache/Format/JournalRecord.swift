@@ -249,7 +249,7 @@ extension Remover {
     static let current: Remover = {
         let path = CommandLine.arguments.first ?? "?"
         let name = path.split(separator: "/").last.map(String.init) ?? path
-        return Remover(processID: UInt32(System.processID), name: name)
+        return Remover(processID: UInt32(UniqueNames.processID), name: name)
     }()
 
     func encode(into writer: inout ByteWriter) {

@@ -71,6 +71,27 @@ struct FileDescriptor: ~Copyable, Sendable {
         }
     }
 
+    /// Writes all of `parts` in order, with one `writev(2)` when the kernel takes them whole.
+    func writeAll(_ parts: [UnsafeRawBufferPointer]) throws(SystemError) {
+        var remaining = parts.filter { $0.count > 0 }
+        while !remaining.isEmpty {
+            let vectors = remaining.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
+            var written = try vectors.withUnsafeBufferPointer { vectors throws(SystemError) in
+                try System.write(rawValue, vectors: vectors)
+            }
+            // Drop what was written, continuing after a short write.
+            while written > 0, let first = remaining.first {
+                if written >= first.count {
+                    written -= first.count
+                    remaining.removeFirst()
+                } else {
+                    remaining[0] = UnsafeRawBufferPointer(rebasing: first[written...])
+                    written = 0
+                }
+            }
+        }
+    }
+
     /// Writes `buffer` with a single `write(2)`, as an `O_APPEND` record must be written.
     ///
     /// - Returns: The number of bytes written, which the caller must compare with the size.

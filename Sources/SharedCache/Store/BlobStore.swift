@@ -84,7 +84,7 @@ struct BlobStore: Sendable {
     /// Renames a finished temporary blob to a fresh name, never replacing an existing blob.
     private func publish(_ temporary: String, hash: KeyHash) throws -> UInt64 {
         while true {
-            let blobID = UInt64.random(in: 1...UInt64.max)
+            let blobID = UniqueNames.next()
             do {
                 try System.renameWithoutReplacing(
                     at: directory.descriptor.rawValue, temporary, to: Self.path(hash, blobID))
@@ -132,20 +132,34 @@ struct BlobStore: Sendable {
             }
         }
         let file = FileDescriptor(rawValue: opened)
-        let status = try file.status()
-        guard status.isRegularFile else { return .damaged("not a regular file") }
-        let size = Int(status.size)
+        // One pread sized from the index (body + this key + room for validators) reads most blobs
+        // whole; a read that fills the buffer means there is more, so the file is read again
+        // at its real size. Skipping fstat keeps a get to open + pread + close.
+        var capacity = Int(clamping: expectedSize) + BlobHeader.fixedSize + key.count + 1024
+        var storage = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
+        var handedOff = false
+        defer { if !handedOff { storage.deallocate() } }
+        var size: Int
+        while true {
+            do {
+                size = try file.read(fromAbsoluteOffset: 0, into: storage)
+            } catch {
+                // Not a regular file: a directory (EISDIR), a FIFO or socket (ESPIPE), ...
+                return .damaged("unreadable as a file: \(error)")
+            }
+            guard size == capacity else { break }
+            let status = try file.status()
+            guard status.isRegularFile, status.size > capacity else { break }
+            capacity = Int(status.size)
+            storage.deallocate()
+            storage = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
+        }
+        file.close()
         guard size >= BlobHeader.fixedSize + 4, UInt64(size) >= expectedSize else {
             return .damaged("\(size) bytes is too short")
         }
 
-        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
-        var handedOff = false
-        defer { if !handedOff { storage.deallocate() } }
-        guard try file.read(fromAbsoluteOffset: 0, into: storage) == size else { return .damaged("shrank while read") }
-        file.close()
-
-        let bytes = UnsafeRawBufferPointer(storage)
+        let bytes = UnsafeRawBufferPointer(rebasing: storage[..<size])
         let header: BlobHeader
         do {
             header = try BlobHeader.decode(bytes)

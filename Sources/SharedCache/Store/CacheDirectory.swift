@@ -93,7 +93,7 @@ final class CacheDirectory: Sendable {
     /// The descriptor is closed before this returns.
     func writeNewFile(_ name: String, _ parts: [UnsafeRawBufferPointer], durable: Bool) throws {
         let file = try open(name, flags: O_WRONLY | O_CREAT | O_EXCL)
-        for part in parts { try file.writeAll(part) }
+        try file.writeAll(parts)
         if durable { try file.synchronizeData() }
     }
 
@@ -135,9 +135,8 @@ final class CacheDirectory: Sendable {
 
     /// A name in `tmp/` no other writer will choose: the purpose, this process and a random tag.
     static func temporaryName(for purpose: String) -> String {
-        let tag = String(UInt64.random(in: 1...UInt64.max), radix: 16)
-        let safePurpose = purpose.replacingSlashes
-        return "\(temporaryDirectory)/\(safePurpose).\(System.processID).\(tag)"
+        let tag = String(UniqueNames.next(), radix: 16)
+        return "\(temporaryDirectory)/\(purpose.replacingSlashes).\(UniqueNames.processID).\(tag)"
     }
 
     /// Status of an entry inside the cache, not following links; `nil` when it does not exist.
