@@ -94,7 +94,9 @@ func measurePair(
 
 func summarize(_ name: String, _ samples: [UInt64]) -> Measurement {
     let sorted = samples.sorted()
-    func percentile(_ p: Double) -> Double { Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) / 1000 }
+    func percentile(_ p: Double) -> Double {
+        Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) / 1000
+    }
     return Measurement(
         name: name, operations: sorted.count, p50Microseconds: percentile(0.5), p99Microseconds: percentile(0.99),
         operationsPerSecond: Double(sorted.count) / (Double(sorted.reduce(0, +)) / 1e9))
@@ -140,7 +142,9 @@ func putWorkload(in root: String, cache: SharedCache, size: Int, count: Int) thr
 
 /// Gets in random order over the keys the put workload stored, next to the floor: open +
 /// pread + close of the files the floor put wrote.
-func getWorkload(in root: String, cache: SharedCache, size: Int, count: Int, reads: Int) throws -> (Measurement, Measurement) {
+func getWorkload(in root: String, cache: SharedCache, size: Int, count: Int, reads: Int) throws -> (
+    Measurement, Measurement
+) {
     let order = (0..<reads).map { _ in Int.random(in: 0..<count) }
     let paths = (0..<count).map { "\(root)/\(String(format: "%02x", $0 % 256))/\(String(format: "%064x", $0))" }
     let keys = (0..<count).map(keyName)
@@ -204,10 +208,14 @@ for (size, keys) in workloads {
     let (floorPut, cachePut) = try putWorkload(in: "\(root)/floor", cache: cache, size: size, count: keys)
     let (floorGet, cacheGet) = try getWorkload(
         in: "\(root)/floor", cache: cache, size: size, count: keys, reads: keys * 5)
-    rows.append(Row(workload: "put \(label), no fsync", floor: floorPut, cache: cachePut,
-                    ratio: cachePut.p50Microseconds / floorPut.p50Microseconds, target: 2))
-    rows.append(Row(workload: "get \(label)", floor: floorGet, cache: cacheGet,
-                    ratio: cacheGet.p50Microseconds / floorGet.p50Microseconds, target: 2))
+    rows.append(
+        Row(
+            workload: "put \(label), no fsync", floor: floorPut, cache: cachePut,
+            ratio: cachePut.p50Microseconds / floorPut.p50Microseconds, target: 2))
+    rows.append(
+        Row(
+            workload: "get \(label)", floor: floorGet, cache: cacheGet,
+            ratio: cacheGet.p50Microseconds / floorGet.p50Microseconds, target: 2))
     try? FileManager.default.removeItem(atPath: root)
 }
 
@@ -226,17 +234,21 @@ let crcGigabytesPerSecond: Double = {
 }()
 
 func format(_ value: Double) -> String { String(format: value < 10 ? "%.2f" : "%.1f", value) }
-func formatRate(_ value: Double) -> String { value >= 1000 ? String(format: "%.0fk", value / 1000) : String(format: "%.0f", value) }
+func formatRate(_ value: Double) -> String {
+    value >= 1000 ? String(format: "%.0fk", value / 1000) : String(format: "%.0f", value)
+}
 
-print("SharedCache benchmark: \(ProcessInfo.processInfo.activeProcessorCount) CPUs, "
-      + "\(options.quick ? "quick run" : "full run"), floor and cache interleaved op by op, directory \(base)")
+print(
+    "SharedCache benchmark: \(ProcessInfo.processInfo.activeProcessorCount) CPUs, "
+        + "\(options.quick ? "quick run" : "full run"), floor and cache interleaved op by op, directory \(base)")
 print("")
 print("| workload | floor p50 µs | SharedCache p50 µs | p99 µs | ops/s | ratio (p50) | target |")
 print("|---|---|---|---|---|---|---|")
 for row in rows {
-    print("| \(row.workload) | \(format(row.floor.p50Microseconds)) | \(format(row.cache.p50Microseconds)) | "
-          + "\(format(row.cache.p99Microseconds)) | \(formatRate(row.cache.operationsPerSecond)) | "
-          + "\(String(format: "%.2f×", row.ratio)) | ≤ \(Int(row.target))× |")
+    print(
+        "| \(row.workload) | \(format(row.floor.p50Microseconds)) | \(format(row.cache.p50Microseconds)) | "
+            + "\(format(row.cache.p99Microseconds)) | \(formatRate(row.cache.operationsPerSecond)) | "
+            + "\(String(format: "%.2f×", row.ratio)) | ≤ \(Int(row.target))× |")
 }
 print("")
 print("| open a cache of \(openEntries) entries | ms | target |")
@@ -244,9 +256,10 @@ print("|---|---|---|")
 print("| journal only (no checkpoint yet) | \(format(opening.journal)) | |")
 print("| after a checkpoint (manifest) | \(format(opening.manifest)) | ≤ 150 ms at 100,000 |")
 print("")
-print("Manifest: \(opening.manifestBytes) bytes for \(openEntries) entries "
-      + "(\(opening.manifestBytes / max(1, openEntries)) B/entry). "
-      + "CRC32C \(crcMode()): \(String(format: "%.1f", crcGigabytesPerSecond)) GB/s.")
+print(
+    "Manifest: \(opening.manifestBytes) bytes for \(openEntries) entries "
+        + "(\(opening.manifestBytes / max(1, openEntries)) B/entry). "
+        + "CRC32C \(crcMode()): \(String(format: "%.1f", crcGigabytesPerSecond)) GB/s.")
 
 func crcMode() -> String { SharedCacheDiagnostics.crc32cIsHardwareAccelerated ? "in hardware" : "by table" }
 
@@ -260,7 +273,8 @@ if let json = options.json {
     }
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-    let report = Report(rows: rows, openEntries: openEntries, openFromJournalMilliseconds: opening.journal,
-                        openFromManifestMilliseconds: opening.manifest, manifestBytes: opening.manifestBytes)
+    let report = Report(
+        rows: rows, openEntries: openEntries, openFromJournalMilliseconds: opening.journal,
+        openFromManifestMilliseconds: opening.manifest, manifestBytes: opening.manifestBytes)
     try encoder.encode(report).write(to: URL(fileURLWithPath: json))
 }

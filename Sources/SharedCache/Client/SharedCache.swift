@@ -62,7 +62,8 @@ public final class SharedCache: Sendable {
     }
 
     /// Opens the cache directory at a file URL.
-    public convenience init(directory url: URL, configuration: Configuration = Configuration()) throws(SharedCacheError) {
+    public convenience init(directory url: URL, configuration: Configuration = Configuration()) throws(SharedCacheError)
+    {
         try self.init(directory: url.path, configuration: configuration)
     }
 
@@ -228,7 +229,9 @@ public final class SharedCache: Sendable {
         let removed = try directory.perform("removing an entry") {
             try commit { index -> ([JournalRecord], UInt64?) in
                 guard let current = index[hash]?.blobID, blobID == nil || blobID == current else { return ([], nil) }
-                return ([.removed(RemovedRecord(hash: hash, blobID: current, reason: reason, remover: .current))], current)
+                return (
+                    [.removed(RemovedRecord(hash: hash, blobID: current, reason: reason, remover: .current))], current
+                )
             }
         }
         guard let removed else { return false }

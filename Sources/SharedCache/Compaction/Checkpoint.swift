@@ -37,7 +37,8 @@ extension SharedCache {
                     sealed.index, generation: sealed.generation, lastSequence: sealed.lastSequence, in: directory,
                     durable: isDurable)
                 var retired: [UInt64] = []
-                for generation in try JournalSegment.generations(in: directory) where generation + 1 < sealed.generation {
+                for generation in try JournalSegment.generations(in: directory) where generation + 1 < sealed.generation
+                {
                     try directory.removeFile(JournalSegment.name(generation))
                     retired.append(generation)
                 }

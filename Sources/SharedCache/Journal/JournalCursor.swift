@@ -81,7 +81,8 @@ final class JournalCursor {
             let start = offset
             let current = segment
             let count = try buffer.withUnsafeMutableBytes { raw in
-                try current.file.read(fromAbsoluteOffset: start, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<chunk]))
+                try current.file.read(
+                    fromAbsoluteOffset: start, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<chunk]))
             }
 
             var consumed = 0

@@ -36,7 +36,8 @@ enum FileLock {
     ) throws(SystemError) -> Bool {
         if try tryLock(descriptor, kind) { return true }
         let start = Clock.monotonicNanoseconds()
-        let budget = UInt64(max(0, timeout.components.seconds)) * 1_000_000_000
+        let budget =
+            UInt64(max(0, timeout.components.seconds)) * 1_000_000_000
             + UInt64(max(0, timeout.components.attoseconds / 1_000_000_000))
         var pause: UInt64 = 10_000
         var attempt = 0

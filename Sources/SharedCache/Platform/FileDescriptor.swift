@@ -75,7 +75,9 @@ struct FileDescriptor: ~Copyable, Sendable {
     func writeAll(_ parts: [UnsafeRawBufferPointer]) throws(SystemError) {
         var remaining = parts.filter { $0.count > 0 }
         while !remaining.isEmpty {
-            let vectors = remaining.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
+            let vectors = remaining.map {
+                iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count)
+            }
             var written = try vectors.withUnsafeBufferPointer { vectors throws(SystemError) in
                 try System.write(rawValue, vectors: vectors)
             }

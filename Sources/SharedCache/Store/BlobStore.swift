@@ -201,7 +201,10 @@ struct BlobStore: Sendable {
             bytes = [UInt8](repeating: 0, count: declared)
             count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
         }
-        guard let header = try? bytes.withUnsafeBytes({ try BlobHeader.decode(UnsafeRawBufferPointer(rebasing: $0[..<count])) }),
+        guard
+            let header = try? bytes.withUnsafeBytes({
+                try BlobHeader.decode(UnsafeRawBufferPointer(rebasing: $0[..<count]))
+            }),
             Int64(header.encodedSize) + Int64(header.bodySize) == status.size
         else { return nil }
         return header

@@ -82,7 +82,8 @@ do {
             let key = keyName(Int.random(in: 0..<keys, using: &random))
             switch Int.random(in: 0..<10, using: &random) {
             case 0..<4:
-                let size = [40, 700, 3000, 70_000].randomElement(using: &random)! + Int.random(in: 0..<100, using: &random)
+                let size =
+                    [40, 700, 3000, 70_000].randomElement(using: &random)! + Int.random(in: 0..<100, using: &random)
                 try cache.put(key: key, data: body(key: key, writer: worker, version: version, size: size))
                 puts += 1
             case 4..<9:
@@ -93,7 +94,9 @@ do {
                         violations += 1
                         let head = String(decoding: hit.data.prefix(80), as: UTF8.self)
                         FileHandle.standardError.write(
-                            Data("violation: \(hit.data.count) wrong bytes for \(key) [\(hit.entry.key)]: \(head)\n".utf8))
+                            Data(
+                                "violation: \(hit.data.count) wrong bytes for \(key) [\(hit.entry.key)]: \(head)\n".utf8
+                            ))
                     }
                 }
             default:

@@ -98,7 +98,11 @@ struct FileFormatTests {
         let never = try ConfigurationFile.decode(Array("default-expiry=never\n".utf8), defaults: defaults)
         #expect(never.defaultExpirySeconds == nil)
         #expect(try ConfigurationFile.decode(defaults.encoded(), defaults: .init(sizeLimit: 0)) == defaults)
-        #expect(throws: FormatError.self) { try ConfigurationFile.decode(Array("size-limit = lots\n".utf8), defaults: defaults) }
-        #expect(throws: FormatError.self) { try ConfigurationFile.decode(Array("no equals sign\n".utf8), defaults: defaults) }
+        #expect(throws: FormatError.self) {
+            try ConfigurationFile.decode(Array("size-limit = lots\n".utf8), defaults: defaults)
+        }
+        #expect(throws: FormatError.self) {
+            try ConfigurationFile.decode(Array("no equals sign\n".utf8), defaults: defaults)
+        }
     }
 }

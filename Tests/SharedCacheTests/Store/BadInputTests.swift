@@ -47,7 +47,10 @@ struct BadInputTests {
         try FileManager.default.createDirectory(atPath: directory("home/Documents"), withIntermediateDirectories: true)
         FileManager.default.createFile(atPath: directory("home/notes.txt"), contents: Data("mine".utf8))
         #expect(errorCode { try SharedCache(directory: directory("home")) } == "notACacheDirectory")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory("home")).sorted() == ["Documents", "notes.txt"])
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: directory("home")).sorted() == [
+                "Documents", "notes.txt",
+            ])
 
         FileManager.default.createFile(atPath: directory("other/format"), contents: nil)
         try FileManager.default.createDirectory(atPath: directory("other"), withIntermediateDirectories: true)
@@ -79,7 +82,8 @@ struct BadInputTests {
         try cache.put(key: "k", data: Data("v".utf8))
         FileManager.default.createFile(atPath: directory("cache/blobs/ab/hello.txt"), contents: Data("x".utf8))
         FileManager.default.createFile(atPath: directory("cache/blobs/README"), contents: Data("x".utf8))
-        try FileManager.default.createDirectory(atPath: directory("cache/blobs/zz/nested"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: directory("cache/blobs/zz/nested"), withIntermediateDirectories: true)
         try Data("garbage".utf8).write(to: URL(fileURLWithPath: directory("cache/manifest")))  // force a rebuild scan
         let reopened = try SharedCache(directory: directory("cache"))
         #expect(try reopened.statistics().rebuiltOnOpen)
@@ -184,7 +188,8 @@ struct BadInputTests {
     /// error; readers carry on.
     @Test func aHungLockHolderTimesOutWritersButNotReaders() throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"), configuration: Configuration(lockTimeout: .milliseconds(200)))
+        let cache = try SharedCache(
+            directory: directory("cache"), configuration: Configuration(lockTimeout: .milliseconds(200)))
         try cache.put(key: "k", data: Data("v".utf8))
         let holder = open(directory("cache/journal/0000000000000001"), O_RDWR)
         defer { close(holder) }

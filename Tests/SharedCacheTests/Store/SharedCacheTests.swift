@@ -71,7 +71,8 @@ struct SharedCacheTests {
     @Test func expiredEntriesAreMisses() throws {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))
-        try cache.put(key: "past", data: Data("x".utf8), metadata: EntryMetadata(expiry: .at(Date(timeIntervalSinceNow: -1))))
+        try cache.put(
+            key: "past", data: Data("x".utf8), metadata: EntryMetadata(expiry: .at(Date(timeIntervalSinceNow: -1))))
         try cache.put(key: "soon", data: Data("x".utf8), metadata: EntryMetadata(expiry: .after(.milliseconds(50))))
         try cache.put(key: "never", data: Data("x".utf8), metadata: EntryMetadata(expiry: .never))
         #expect(try cache.get(key: "past") == nil)
@@ -100,10 +101,12 @@ struct SharedCacheTests {
     @Test func oversizedKeysAndValidatorsAreRejectedClearly() throws {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))
-        #expect(errorCode { try cache.put(key: String(repeating: "k", count: 70_000), data: Data()) } == "invalidArgument")
+        #expect(
+            errorCode { try cache.put(key: String(repeating: "k", count: 70_000), data: Data()) } == "invalidArgument")
         #expect(
             errorCode {
-                try cache.put(key: "k", data: Data(), metadata: EntryMetadata(etag: String(repeating: "e", count: 70_000)))
+                try cache.put(
+                    key: "k", data: Data(), metadata: EntryMetadata(etag: String(repeating: "e", count: 70_000)))
             } == "invalidArgument")
         #expect(try blobFiles(in: directory("cache")).isEmpty)
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory("cache/tmp")).isEmpty)
@@ -124,7 +127,8 @@ struct SharedCacheTests {
 
     @Test func durablePutsRoundTrip() throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"), configuration: Configuration(durability: .synchronized))
+        let cache = try SharedCache(
+            directory: directory("cache"), configuration: Configuration(durability: .synchronized))
         try cache.put(key: "k", data: Data("durable".utf8))
         try cache.checkpoint()
         #expect(try cache.get(key: "k")?.data == Data("durable".utf8))
