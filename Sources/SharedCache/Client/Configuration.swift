@@ -14,17 +14,28 @@ public struct Configuration: Sendable, Hashable {
     /// The longest this process waits for a lock another process holds before failing with
     /// ``SharedCacheError/Code/lockTimeout``.
     public var lockTimeout: Duration
+    /// How removal subscribers learn that the journal changed. Reads never depend on it: every
+    /// call checks the journal itself.
+    public var journalWatching: JournalWatching
+    /// How long checkpoints made by this process keep a sealed journal segment. A subscriber
+    /// that falls behind by less still reads every removal from the journal; one further behind
+    /// reloads the manifest and reports what it missed as ``RemovalReason/unknown``.
+    public var journalRetention: Duration
 
     public init(
         sizeLimit: UInt64 = 1 << 30,
         defaultExpiry: Duration? = .seconds(7 * 24 * 3600),
         durability: Durability = .none,
-        lockTimeout: Duration = .seconds(10)
+        lockTimeout: Duration = .seconds(10),
+        journalWatching: JournalWatching = .default,
+        journalRetention: Duration = .seconds(60)
     ) {
         self.sizeLimit = sizeLimit
         self.defaultExpiry = defaultExpiry
         self.durability = durability
         self.lockTimeout = lockTimeout
+        self.journalWatching = journalWatching
+        self.journalRetention = journalRetention
     }
 }
 

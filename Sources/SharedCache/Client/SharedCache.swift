@@ -30,6 +30,27 @@ public final class SharedCache: Sendable {
     struct State {
         var live: LiveIndex
         var statistics: Statistics
+        var subscribers: [UInt64: RemovalSubscriber] = [:]
+        var nextSubscriberID: UInt64 = 0
+        /// Wakes a refresh when the journal changes; runs while anyone subscribes.
+        var watcher: JournalWatcher?
+
+        /// Hands the removals the index applied to every subscriber, in journal order.
+        mutating func deliverRemovals() {
+            guard live.collectsRemovals else { return }
+            let batch = live.takePendingRemovals()
+            guard !batch.isEmpty else { return }
+            for subscriber in subscribers.values { subscriber.deliver(batch) }
+        }
+    }
+
+    /// Runs `body` under the process lock, then delivers the removals the index applied.
+    /// Every use of the index goes through here, so no removal is applied unreported.
+    func withState<Result>(_ body: (inout State) throws -> Result) throws -> Result {
+        try state.withLock { state in
+            defer { state.deliverRemovals() }
+            return try body(&state)
+        }
     }
 
     /// Opens the cache directory at `path`, creating it (and missing parents) if needed.
@@ -98,7 +119,7 @@ public final class SharedCache: Sendable {
                 continue
             case .missing, .damaged:
                 // The index names a blob that is gone or bad: journal that so no process trusts it.
-                try discard(hash, blobID: entry.blobID)
+                try discard(hash, key: Array(key.utf8), blobID: entry.blobID)
             }
             break
         }
@@ -127,7 +148,7 @@ public final class SharedCache: Sendable {
     /// The index's current entry for `hash`, after picking up other processes' appends.
     private func currentEntry(_ hash: KeyHash) throws(SharedCacheError) -> IndexEntry? {
         try directory.perform("reading the journal") {
-            try state.withLock { state in
+            try withState { state in
                 try state.live.refresh()
                 return state.live.index[hash]
             }
@@ -182,7 +203,8 @@ public final class SharedCache: Sendable {
                     if let previous {
                         records.append(
                             .removed(
-                                RemovedRecord(hash: hash, blobID: previous, reason: .superseded, remover: .current)))
+                                RemovedRecord(
+                                    hash: hash, blobID: previous, reason: .superseded, remover: .current, key: keyBytes)))
                     }
                     return (records, previous)
                 }
@@ -202,7 +224,7 @@ public final class SharedCache: Sendable {
     /// - Returns: whether there was one.
     @discardableResult
     public func remove(key: String) throws(SharedCacheError) -> Bool {
-        try remove(hash: KeyHash(key: key))
+        try remove(KeyHash(key: key), key: Array(key.utf8), reason: .manual, blobID: nil)
     }
 
     /// Removes the entry whose key hashes to `hash` (as `sharedcache rm --hash` does).
@@ -211,7 +233,7 @@ public final class SharedCache: Sendable {
     /// journal learns of it.
     @discardableResult
     public func remove(hash: KeyHash) throws(SharedCacheError) -> Bool {
-        try remove(hash, reason: .manual, blobID: nil)
+        try remove(hash, key: nil, reason: .manual, blobID: nil)
     }
 
     /// Removes every entry. Puts that other processes complete after the clear are kept.
@@ -225,13 +247,14 @@ public final class SharedCache: Sendable {
 
     /// Journals the removal of `hash` (of version `blobID`, or whatever version is current),
     /// then unlinks its blob.
-    private func remove(_ hash: KeyHash, reason: RemovalReason, blobID: UInt64?) throws(SharedCacheError) -> Bool {
+    private func remove(_ hash: KeyHash, key: [UInt8]?, reason: RemovalReason, blobID: UInt64?)
+        throws(SharedCacheError) -> Bool
+    {
         let removed = try directory.perform("removing an entry") {
             try commit { index -> ([JournalRecord], UInt64?) in
                 guard let current = index[hash]?.blobID, blobID == nil || blobID == current else { return ([], nil) }
-                return (
-                    [.removed(RemovedRecord(hash: hash, blobID: current, reason: reason, remover: .current))], current
-                )
+                let record = RemovedRecord(hash: hash, blobID: current, reason: reason, remover: .current, key: key)
+                return ([.removed(record)], current)
             }
         }
         guard let removed else { return false }
@@ -241,13 +264,13 @@ public final class SharedCache: Sendable {
     }
 
     /// Removes a version whose blob is missing or failed its checks.
-    private func discard(_ hash: KeyHash, blobID: UInt64) throws(SharedCacheError) {
-        if try remove(hash, reason: .corrupt, blobID: blobID) { count { $0.damagedBlobs += 1 } }
+    private func discard(_ hash: KeyHash, key: [UInt8], blobID: UInt64) throws(SharedCacheError) {
+        if try remove(hash, key: key, reason: .corrupt, blobID: blobID) { count { $0.damagedBlobs += 1 } }
     }
 
     /// Runs a journal commit under this process's lock.
     func commit<Decision>(_ decide: (Index) throws -> ([JournalRecord], Decision)) throws -> Decision {
-        try state.withLock { state in
+        try withState { state in
             try state.live.commit(timeout: configuration.lockTimeout, durable: isDurable, decide)
         }
     }
@@ -257,15 +280,16 @@ public final class SharedCache: Sendable {
     /// The directory's size and journal position, and this process's counters.
     public func statistics() throws(SharedCacheError) -> Statistics {
         try directory.perform("reading the journal") {
-            try state.withLock { state in
-                try state.live.refresh()
+            try withState { state in
+                let live = state.live
+                try live.refresh()
                 var statistics = state.statistics
-                statistics.entryCount = state.live.index.count
-                statistics.totalBytes = state.live.index.totalBytes
-                statistics.journalGeneration = state.live.cursor.segment.generation
-                statistics.journalSequence = state.live.cursor.lastSequence
-                statistics.journalRepairs = state.live.cursor.repairs
-                statistics.resynchronizations = state.live.resynchronizations
+                statistics.entryCount = live.index.count
+                statistics.totalBytes = live.index.totalBytes
+                statistics.journalGeneration = live.cursor.segment.generation
+                statistics.journalSequence = live.cursor.lastSequence
+                statistics.journalRepairs = live.journalRepairs
+                statistics.resynchronizations = live.resynchronizations
                 return statistics
             }
         }

@@ -20,9 +20,10 @@ extension SharedCache {
     ///
     /// Under the directory lock: seal the current segment (holding its append lock only for
     /// that one record), write the manifest of every entry live at the seal, then delete the
-    /// segments the manifest covers. The segment just sealed is kept until the next checkpoint,
-    /// so a process reading it still finds its way to the next one. Appends in other processes
-    /// continue during the manifest write.
+    /// segments the manifest covers that were sealed longer ago than
+    /// ``Configuration/journalRetention``. The segment just sealed is always kept, so a process
+    /// reading it finds its way to the next one. Appends in other processes continue during the
+    /// manifest write.
     ///
     /// The compactor runs this after each pass; a process without one may call it whenever the
     /// journal has grown.
@@ -30,24 +31,34 @@ extension SharedCache {
     public func checkpoint() throws(SharedCacheError) -> CheckpointSummary {
         try directory.perform("checkpointing \(path)") {
             try directoryLock.withExclusiveLock(timeout: configuration.lockTimeout) {
-                let sealed = try state.withLock { state in
+                let sealed = try withState { state in
                     try state.live.seal(timeout: configuration.lockTimeout, durable: isDurable)
                 }
                 try ManifestFile.write(
                     sealed.index, generation: sealed.generation, lastSequence: sealed.lastSequence, in: directory,
                     durable: isDurable)
-                var retired: [UInt64] = []
-                for generation in try JournalSegment.generations(in: directory) where generation + 1 < sealed.generation
-                {
-                    try directory.removeFile(JournalSegment.name(generation))
-                    retired.append(generation)
-                }
+                let retired = try retireSegments(before: sealed.generation - 1)
                 return CheckpointSummary(
                     generation: sealed.generation, entryCount: sealed.index.count,
                     manifestBytes: ManifestCoding.headerSize + sealed.index.count * ManifestCoding.entrySize + 4,
                     retiredSegments: retired, sweptTemporaryFiles: try sweepTemporaryFiles())
             }
         }
+    }
+
+    /// Deletes the segments older than `generation` that were sealed longer ago than the
+    /// retention period (a sealed segment's modification time is its seal's).
+    private func retireSegments(before generation: UInt64) throws -> [UInt64] {
+        let (seconds, attoseconds) = configuration.journalRetention.components
+        let cutoff = Clock.nowMilliseconds() - seconds * 1000 - attoseconds / 1_000_000_000_000_000
+        var retired: [UInt64] = []
+        for candidate in try JournalSegment.generations(in: directory) where candidate < generation {
+            let name = JournalSegment.name(candidate)
+            guard let status = try directory.status(of: name), status.modifiedMilliseconds <= cutoff else { continue }
+            try directory.removeFile(name)
+            retired.append(candidate)
+        }
+        return retired
     }
 
     /// Deletes files in `tmp/` nobody has written to for the grace period: writers that died.

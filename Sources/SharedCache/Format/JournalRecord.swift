@@ -10,7 +10,8 @@
 ///
 /// type 1 stored  = key-hash:32 blob-id:u64 body-size:u64 stored-at:i64 expires-at:i64
 ///                  key-size:u32 key etag-size:u16 etag
-/// type 2 removed = key-hash:32 blob-id:u64 reason:u8 remover
+/// type 2 removed = key-hash:32 blob-id:u64 reason:u8 remover [key-size:u32 key]
+///                  ; the key when the remover knew it
 /// type 3 cleared = remover                      ; every entry stored before it is gone
 /// type 4 sealed  = next-generation:u64          ; the last record of a segment
 /// remover        = pid:u32 name-size:u8 name    ; the process that removed, for people
@@ -59,6 +60,8 @@ struct RemovedRecord: Equatable, Sendable {
     var blobID: UInt64
     var reason: RemovalReason
     var remover: Remover
+    /// The entry's key, when the remover knew it (a removal by hash alone does not).
+    var key: [UInt8]? = nil
 }
 
 /// Why an entry was removed, as journaled.
@@ -92,7 +95,7 @@ public enum RemovalReason: UInt8, Sendable, Hashable, CaseIterable, CustomString
 }
 
 /// The process that removed an entry.
-public struct Remover: Equatable, Sendable, CustomStringConvertible {
+public struct Remover: Hashable, Sendable, CustomStringConvertible {
     public var processID: UInt32
     public var name: String
 
@@ -175,6 +178,10 @@ extension JournalRecord {
             writer.append(record.blobID)
             writer.append(record.reason.rawValue)
             record.remover.encode(into: &writer)
+            if let key = record.key {
+                writer.append(UInt32(key.count))
+                writer.append(bytes: key)
+            }
         case .cleared(let remover):
             remover.encode(into: &writer)
         case .sealed(let next):
@@ -233,7 +240,9 @@ extension JournalRecord {
             guard let reason = RemovalReason(rawValue: rawReason) else {
                 throw .invalidField("removal reason \(rawReason)")
             }
-            return .removed(RemovedRecord(hash: hash, blobID: blobID, reason: reason, remover: try Remover(&reader)))
+            let remover = try Remover(&reader)
+            let key = reader.remaining > 0 ? Array(try reader.readBytes(Int(try reader.read(UInt32.self)))) : nil
+            return .removed(RemovedRecord(hash: hash, blobID: blobID, reason: reason, remover: remover, key: key))
         case 3:
             return .cleared(try Remover(&reader))
         case 4:

@@ -14,6 +14,18 @@ final class LiveIndex {
     private(set) var resynchronizations = 0
     /// Times a damaged journal record stopped reading until a writer repaired it.
     private(set) var corruptionStops = 0
+    /// Torn or corrupt tails truncated while appending, over every cursor this index used.
+    private var earlierRepairs = 0
+    var journalRepairs: Int { earlierRepairs + cursor.repairs }
+
+    /// Whether applied removals are kept in ``pendingRemovals`` for the owner to deliver; on
+    /// only while someone subscribes.
+    var collectsRemovals = false
+    /// Removals applied since the owner last took them, in journal order.
+    private(set) var pendingRemovals: [Removal] = []
+    /// The highest sequence number whose removals were collected: a record is reported once,
+    /// even if a resynchronisation replays it.
+    private var reportedThrough: UInt64 = 0
 
     private init(directory: CacheDirectory, index: Index, cursor: JournalCursor) {
         self.directory = directory
@@ -94,9 +106,37 @@ final class LiveIndex {
     }
 
     private func advance(repairing: Bool, durable: Bool = false) throws -> JournalCursor.Progress {
-        try cursor.advance(in: directory, repairing: repairing, durable: durable) { record, _ in
-            index.apply(record)
+        try cursor.advance(in: directory, repairing: repairing, durable: durable) { record, sequence in
+            apply(record, sequence: sequence)
         }
+    }
+
+    /// Folds one record into the index, first noting the removals it carries.
+    private func apply(_ record: JournalRecord, sequence: UInt64) {
+        if collectsRemovals && sequence > reportedThrough {
+            switch record {
+            case .removed(let removed):
+                pendingRemovals.append(
+                    Removal(
+                        hash: removed.hash, key: removed.key.map { String(decoding: $0, as: UTF8.self) },
+                        reason: removed.reason, remover: removed.remover, sequence: sequence))
+            case .cleared(let remover):
+                for hash in index.entries.keys {
+                    pendingRemovals.append(
+                        Removal(hash: hash, key: nil, reason: .cleared, remover: remover, sequence: sequence))
+                }
+            case .stored, .sealed, .unknown:
+                break
+            }
+            reportedThrough = sequence
+        }
+        index.apply(record)
+    }
+
+    /// Hands over the removals collected so far.
+    func takePendingRemovals() -> [Removal] {
+        defer { pendingRemovals = [] }
+        return pendingRemovals
     }
 
     /// Reloads from the manifest after the journal position was lost (retired or truncated).
@@ -105,6 +145,15 @@ final class LiveIndex {
             guard case .valid(let header, let fresh) = try ManifestFile.read(in: directory),
                 let segment = try JournalSegment.open(header.generation, in: directory)
             else { continue }
+            if collectsRemovals {
+                // The records between our position and the manifest are gone: report every
+                // version we knew that the manifest no longer has.
+                for (hash, entry) in index.entries where fresh[hash]?.blobID != entry.blobID {
+                    pendingRemovals.append(Removal(hash: hash, key: nil, reason: .unknown, remover: nil, sequence: nil))
+                }
+                reportedThrough = max(reportedThrough, header.lastSequence)
+            }
+            earlierRepairs += cursor.repairs
             index = fresh
             cursor = JournalCursor(
                 segment: segment, lastSequence: max(header.lastSequence, segment.header.firstSequence - 1))
@@ -134,8 +183,9 @@ final class LiveIndex {
             if cursor.segment !== segment { continue }
             let (records, decision) = try decide(index)
             if !records.isEmpty {
+                let first = cursor.lastSequence + 1
                 try cursor.append(records, durable: durable)
-                for record in records { index.apply(record) }
+                for (offset, record) in records.enumerated() { apply(record, sequence: first + UInt64(offset)) }
             }
             return decision
         }
@@ -153,6 +203,7 @@ final class LiveIndex {
             if cursor.segment !== segment { continue }
             let next = segment.generation + 1
             try cursor.append([.sealed(nextGeneration: next)], durable: durable)
+            apply(.sealed(nextGeneration: next), sequence: cursor.lastSequence)
             try JournalSegment.create(next, firstSequence: cursor.lastSequence + 1, in: directory, durable: durable)
             let snapshot = index
             let lastSequence = cursor.lastSequence

@@ -7,6 +7,14 @@
 //       puts and removes until killed (the crash test's victim); prints "ready" once open.
 //   sharedcache-test-worker put DIR KEY VALUE  /  get DIR KEY  /  remove DIR KEY
 //       one operation; get prints the body, or exits 1 on a miss.
+//   sharedcache-test-worker subscribe DIR events|polling
+//       subscribes to removals and prints one line per removal, "SEQUENCE HASH REASON" (sequence
+//       "-" when learned by resynchronising), until the removal of the key "__end__"; then
+//       prints "resynchronizations=N" and exits. Prints "ready" once subscribed.
+//   sharedcache-test-worker remover DIR
+//       a scripted series of puts, removes, clears and checkpoints in three phases; after the
+//       first and second it prints "phase N" and waits for a line on stdin. Finally prints the
+//       removals it caused, one "HASH REASON" line each, then "end".
 //   sharedcache-test-worker verify DIR KEYS
 //       reads every key; exits 0 and prints "entries=N damaged=N" if every body is one the
 //       generator makes (damaged counts indexed entries whose blob was missing or failed a check).
@@ -14,6 +22,7 @@
 // Bodies encode their key, writer and version, and are padded with bytes derived from them,
 // so any reader can tell a genuine body from a mix, a truncation or another key's body.
 
+import Dispatch
 import Foundation
 import SharedCache
 
@@ -134,6 +143,80 @@ do {
         let cache = try SharedCache(directory: directory, configuration: configuration)
         exit(try cache.remove(key: arguments[3]) ? 0 : 1)
 
+    case "subscribe":
+        let watching: JournalWatching =
+            arguments[3] == "polling" ? .polling(every: .milliseconds(20)) : .fileEvents(recheckEvery: .seconds(1))
+        let cache = try SharedCache(directory: directory, configuration: Configuration(journalWatching: watching))
+        let end = KeyHash(key: "__end__")
+        let done = DispatchSemaphore(value: 0)
+        let subscription = cache.onRemovals { batch in
+            var lines = ""
+            for removal in batch {
+                lines += "\(removal.sequence.map(String.init) ?? "-") \(removal.hash.hex) \(removal.reason)\n"
+            }
+            FileHandle.standardOutput.write(Data(lines.utf8))
+            if batch.contains(where: { $0.hash == end }) { done.signal() }
+        }
+        FileHandle.standardOutput.write(Data("ready\n".utf8))
+        done.wait()
+        subscription.cancel()
+        print("resynchronizations=\(try cache.statistics().resynchronizations)")
+
+    case "remover":
+        // Segments sealed more than half a second ago may be retired: longer than a running
+        // subscriber lags, shorter than the test keeps one stopped.
+        var removerConfiguration = configuration
+        removerConfiguration.journalRetention = .milliseconds(500)
+        let cache = try SharedCache(directory: directory, configuration: removerConfiguration)
+        var live = Set<Int>()
+        var expected: [String] = []
+        func put(_ index: Int) throws {
+            if live.contains(index) { expected.append("\(KeyHash(key: keyName(index)).hex) superseded") }
+            try cache.put(key: keyName(index), data: body(key: keyName(index), writer: 9, version: index, size: 100))
+            live.insert(index)
+        }
+        func remove(_ index: Int) throws {
+            if try cache.remove(key: keyName(index)) {
+                expected.append("\(KeyHash(key: keyName(index)).hex) manual")
+                live.remove(index)
+            }
+        }
+        func clear() throws {
+            for index in live.sorted() { expected.append("\(KeyHash(key: keyName(index)).hex) cleared") }
+            try cache.clear()
+            live = []
+        }
+        func pause(_ phase: Int) {
+            print("phase \(phase)")
+            fflush(nil)
+            _ = readLine()
+        }
+        for index in 0..<30 { try put(index) }
+        for index in 0..<5 { try remove(index) }
+        for index in 0..<10 { try put(index) }
+        try cache.checkpoint()
+        pause(1)
+        for round in 0..<4 {
+            for index in stride(from: round, to: 30, by: 3) { try put(index) }
+            for index in stride(from: round + 1, to: 30, by: 4) { try remove(index) }
+            try cache.checkpoint()
+        }
+        Thread.sleep(forTimeInterval: 0.7)
+        try clear()
+        for index in 0..<10 { try put(index) }
+        try remove(3)
+        try cache.checkpoint()
+        try cache.checkpoint()
+        pause(2)
+        try remove(4)
+        try put(5)
+        try cache.checkpoint()
+        try cache.put(key: "__end__", data: Data())
+        try cache.remove(key: "__end__")
+        expected.append("\(KeyHash(key: "__end__").hex) manual")
+        print(expected.joined(separator: "\n"))
+        print("end")
+
     case "verify":
         let keys = Int(arguments[3])!
         let cache = try SharedCache(directory: directory, configuration: configuration)
@@ -150,6 +233,8 @@ do {
     default:
         fail("unknown command \(arguments[1])")
     }
-} catch {
+} catch let error as SharedCacheError {
     fail("\(error.code): \(error)")
+} catch {
+    fail("\(error)")
 }

@@ -1,0 +1,85 @@
+import Dispatch
+
+extension SharedCache {
+    /// Removals made by any process from now on, in journal order, in batches.
+    ///
+    /// Every removal — `remove`, `clear`, a superseding put, the compactor's evictions, a
+    /// discarded blob — reaches every subscriber in every process exactly once. A process that
+    /// fell so far behind that the journal records it needed were retired reloads the manifest
+    /// and reports each entry it knew that is gone with reason ``RemovalReason/unknown``.
+    ///
+    /// The stream is fed by a watcher thread (see ``Configuration/journalWatching``) that runs
+    /// while anyone subscribes; cancelling the consuming task ends the subscription.
+    ///
+    /// ```swift
+    /// for await batch in cache.removals() {
+    ///     for removal in batch { validators[removal.hash] = nil }
+    /// }
+    /// ```
+    public func removals() -> AsyncStream<[Removal]> {
+        var registration: (id: UInt64, continuation: AsyncStream<[Removal]>.Continuation)?
+        let stream = AsyncStream<[Removal]>(bufferingPolicy: .unbounded) { continuation in
+            registration = (subscribe(.stream(continuation)), continuation)
+        }
+        if let (id, continuation) = registration {
+            continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
+        }
+        return stream
+    }
+
+    /// Calls `handler` with each batch of removals made by any process from now on.
+    ///
+    /// Batches arrive in journal order on a private serial queue, never on the thread that
+    /// applied them. Keep the returned subscription: delivery stops when it is cancelled or
+    /// released.
+    public func onRemovals(_ handler: @escaping @Sendable ([Removal]) -> Void) -> RemovalSubscription {
+        let queue = DispatchQueue(label: "SharedCache removals")
+        let id = subscribe(.callback(queue, handler))
+        return RemovalSubscription { [weak self] in self?.unsubscribe(id) }
+    }
+
+    /// Whether a watcher thread follows the journal (it does while anyone subscribes).
+    var isWatchingJournal: Bool { state.withLock { $0.watcher != nil } }
+
+    /// Registers a subscriber as of the journal's present, starting the watcher for the first.
+    private func subscribe(_ subscriber: RemovalSubscriber) -> UInt64 {
+        state.withLock { state in
+            // Catch up first, delivering to the subscribers already here, so the new one hears
+            // only what happens after it subscribed.
+            try? state.live.refresh()
+            state.deliverRemovals()
+            let id = state.nextSubscriberID
+            state.nextSubscriberID += 1
+            state.subscribers[id] = subscriber
+            state.live.collectsRemovals = true
+            if state.watcher == nil {
+                state.watcher = try? JournalWatcher(
+                    directory: directory, watching: configuration.journalWatching
+                ) { [weak self] in self?.refreshForWatcher() }
+            }
+            return id
+        }
+    }
+
+    private func unsubscribe(_ id: UInt64) {
+        let (removed, idleWatcher) = state.withLock { state -> (RemovalSubscriber?, JournalWatcher?) in
+            let removed = state.subscribers.removeValue(forKey: id)
+            guard state.subscribers.isEmpty else { return (removed, nil) }
+            state.live.collectsRemovals = false
+            _ = state.live.takePendingRemovals()
+            defer { state.watcher = nil }
+            return (removed, state.watcher)
+        }
+        // Outside the lock: the watcher may be waiting for it to finish its pass.
+        idleWatcher?.stop()
+        if case .stream(let continuation)? = removed { continuation.finish() }
+    }
+
+    /// The watcher's pass: pick up appends and deliver them; returns the segment now read.
+    private func refreshForWatcher() -> String? {
+        try? withState { state in
+            try state.live.refresh()
+            return JournalSegment.name(state.live.cursor.segment.generation)
+        }
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import Testing
+
+@testable import SharedCache
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+@Suite("Removal subscriptions across processes", .serialized)
+struct SubscriptionProcessTests {
+    /// One removal as a subscriber printed it.
+    struct Event: Hashable {
+        var sequence: UInt64?
+        var hash: String
+        var reason: String
+
+        init?(_ line: String) {
+            let fields = line.split(separator: " ")
+            guard fields.count == 3 else { return nil }
+            sequence = UInt64(fields[0])
+            hash = String(fields[1])
+            reason = String(fields[2])
+        }
+    }
+
+    /// Runs of `cleared` removals come from one record in no particular order: sort each run.
+    static func normalized(_ events: [(hash: String, reason: String)]) -> [String] {
+        var result: [String] = []
+        var run: [String] = []
+        for event in events {
+            if event.reason == "cleared" {
+                run.append(event.hash)
+                continue
+            }
+            result += run.sorted().map { "\($0) cleared" }
+            run = []
+            result.append("\(event.hash) \(event.reason)")
+        }
+        return result + run.sorted().map { "\($0) cleared" }
+    }
+
+    /// 3 subscriber processes and a remover process: every removal (remove, clear, superseding
+    /// put) reaches every subscriber exactly once and in order, across at least 3 segment
+    /// rotations; a subscriber stopped with SIGSTOP while the segments it needed were retired
+    /// resynchronises and still reports every entry it knew that is gone.
+    @Test(arguments: ["events", "polling"])
+    func everyRemovalReachesEverySubscriberOnce(watching: String) throws {
+        let directory = try TemporaryDirectory()
+        let cache = directory("cache")
+        _ = try SharedCache(directory: cache)
+        let subscribers = try (0..<3).map { _ in try Worker.start(["subscribe", cache, watching]) }
+        let readers = subscribers.map { LineReader($0.1) }
+        for reader in readers { #expect(reader.next() == "ready") }
+
+        let remover = Process()
+        remover.executableURL = Worker.executable
+        remover.arguments = ["remover", cache]
+        let input = Pipe(), output = Pipe()
+        remover.standardInput = input
+        remover.standardOutput = output
+        try remover.run()
+        let script = LineReader(output)
+
+        #expect(script.next() == "phase 1")
+        // What the paused subscriber knows: everything live at phase 1.
+        let liveAtPause = Set(try SharedCache(directory: cache).liveHashes())
+        let paused = subscribers[2].0
+        Thread.sleep(forTimeInterval: 0.3)  // let it read phase 1 before it stops
+        kill(paused.processIdentifier, SIGSTOP)
+        input.fileHandleForWriting.write(Data("go\n".utf8))
+        #expect(script.next() == "phase 2")
+        let liveAtResume = Set(try SharedCache(directory: cache).liveHashes())
+        // Checkpoints ran while it was stopped and retired the segments it was reading.
+        #expect(!FileManager.default.fileExists(atPath: "\(cache)/journal/0000000000000002"))
+        kill(paused.processIdentifier, SIGCONT)
+        input.fileHandleForWriting.write(Data("go\n".utf8))
+        let expectedLines = script.lines(until: "end")
+        remover.waitUntilExit()
+        #expect(remover.terminationStatus == 0)
+        let expected = expectedLines.map { line -> (hash: String, reason: String) in
+            let fields = line.split(separator: " ")
+            return (String(fields[0]), String(fields[1]))
+        }
+        #expect(expected.count > 60)
+
+        var results: [(events: [Event], resynchronizations: Int)] = []
+        for (index, (process, _, _)) in subscribers.enumerated() {
+            var events: [Event] = []
+            var resynchronizations = -1
+            while let line = readers[index].next() {
+                if line.hasPrefix("resynchronizations=") {
+                    resynchronizations = Int(line.dropFirst("resynchronizations=".count)) ?? -1
+                } else if let event = Event(line) {
+                    events.append(event)
+                }
+            }
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0)
+            results.append((events, resynchronizations))
+        }
+
+        // The two that kept running: exactly the remover's removals, in order, once each.
+        for (events, resynchronizations) in results.prefix(2) {
+            #expect(Self.normalized(events.map { ($0.hash, $0.reason) }) == Self.normalized(expected))
+            let sequences = events.compactMap(\.sequence)
+            #expect(sequences.count == events.count)
+            let keys = events.map { "\($0.sequence ?? 0) \($0.hash)" }
+            #expect(Set(keys).count == keys.count)
+            #expect(sequences == sequences.sorted())
+            #expect(resynchronizations == 0)
+        }
+
+        // The one that was stopped: no removal twice, a resynchronisation, and every entry it
+        // knew at the pause that was gone by the resume is reported after the pause.
+        let (events, resynchronizations) = results[2]
+        #expect(resynchronizations >= 1)
+        let journaled = events.compactMap { event in event.sequence.map { "\($0) \(event.hash)" } }
+        #expect(Set(journaled).count == journaled.count)
+        let reportedGone = Set(events.map(\.hash))
+        let goneWhileStopped = liveAtPause.subtracting(liveAtResume)
+        #expect(!goneWhileStopped.isEmpty)
+        #expect(goneWhileStopped.isSubset(of: reportedGone))
+        #expect(events.contains { $0.reason == "unknown" && $0.sequence == nil })
+        #expect(events.last?.hash == KeyHash(key: "__end__").hex)
+    }
+}
+
+extension SharedCache {
+    /// Hex hashes of every live entry, as this process's index sees them.
+    func liveHashes() throws -> [String] {
+        try withState { state in
+            try state.live.refresh()
+            return state.live.index.entries.keys.map(\.hex)
+        }
+    }
+}
