@@ -57,131 +57,20 @@ func usage(_ problem: String?) -> Never {
     exit(0)
 }
 
-// MARK: - Timing
-
-func now() -> UInt64 {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-}
-
-struct Measurement: Codable {
-    var name: String
-    var operations: Int
-    var p50Microseconds: Double
-    var p99Microseconds: Double
-    var operationsPerSecond: Double
-}
-
-/// Times `floor(i)` and `cache(i)` alternately for i in 0..<count, one call at a time, so both
-/// see the same machine: on a shared VM the filesystem's speed drifts by several times within
-/// a minute, and timing one after the other would compare two different machines.
-func measurePair(
-    _ name: String, count: Int, floor: (Int) throws -> Void, cache: (Int) throws -> Void
-) rethrows -> (floor: Measurement, cache: Measurement) {
-    var floorSamples = [UInt64](repeating: 0, count: count)
-    var cacheSamples = [UInt64](repeating: 0, count: count)
-    for index in 0..<count {
-        var before = now()
-        try floor(index)
-        floorSamples[index] = now() - before
-        before = now()
-        try cache(index)
-        cacheSamples[index] = now() - before
-    }
-    return (summarize("floor: \(name)", floorSamples), summarize("SharedCache \(name)", cacheSamples))
-}
-
-func summarize(_ name: String, _ samples: [UInt64]) -> Measurement {
-    let sorted = samples.sorted()
-    func percentile(_ p: Double) -> Double {
-        Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) / 1000
-    }
-    return Measurement(
-        name: name, operations: sorted.count, p50Microseconds: percentile(0.5), p99Microseconds: percentile(0.99),
-        operationsPerSecond: Double(sorted.count) / (Double(sorted.reduce(0, +)) / 1e9))
-}
-
-func check(_ result: Int32, _ what: String) {
-    if result < 0 { fatalError("\(what): \(String(cString: strerror(errno)))") }
-}
-
-// MARK: - Workloads
-
-func keyName(_ index: Int) -> String { "https://example.com/assets/\(index)/image.png" }
-
-/// Puts of new keys, next to the floor: create + write + close + rename to a fresh name in a
-/// fan-out folder, then one 120-byte O_APPEND record.
-func putWorkload(in root: String, cache: SharedCache, size: Int, count: Int) throws -> (Measurement, Measurement) {
-    let bytes = [UInt8](repeating: 0x5A, count: size)
-    let body = Data(bytes)
-    let record = [UInt8](repeating: 0x11, count: 120)
-    try FileManager.default.createDirectory(atPath: "\(root)/tmp", withIntermediateDirectories: true)
-    for index in 0..<256 { mkdir("\(root)/\(String(format: "%02x", index))", 0o700) }
-    let journal = open("\(root)/journal", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-    check(journal, "journal")
-    defer { close(journal) }
-    let names = (0..<count).map { index in
-        ("\(root)/tmp/\(index)", "\(root)/\(String(format: "%02x", index % 256))/\(String(format: "%064x", index))")
-    }
-    let keys = (0..<count).map(keyName)
-    return try measurePair(
-        "put", count: count,
-        floor: { index in
-            let (temporary, final) = names[index]
-            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, size) }
-            close(fd)
-            rename(temporary, final)
-            _ = record.withUnsafeBytes { write(journal, $0.baseAddress, 120) }
-        },
-        cache: { index in
-            try cache.put(key: keys[index], data: body, metadata: EntryMetadata(etag: "\"v\(index)\""))
-        })
-}
-
-/// Gets in random order over the keys the put workload stored, next to the floor: open +
-/// pread + close of the files the floor put wrote.
-func getWorkload(in root: String, cache: SharedCache, size: Int, count: Int, reads: Int) throws -> (
-    Measurement, Measurement
-) {
-    let order = (0..<reads).map { _ in Int.random(in: 0..<count) }
-    let paths = (0..<count).map { "\(root)/\(String(format: "%02x", $0 % 256))/\(String(format: "%064x", $0))" }
-    let keys = (0..<count).map(keyName)
-    let buffer = UnsafeMutableRawPointer.allocate(byteCount: size + 4096, alignment: 16)
-    defer { buffer.deallocate() }
-    return try measurePair(
-        "get", count: reads,
-        floor: { index in
-            let fd = open(paths[order[index]], O_RDONLY | O_CLOEXEC)
-            _ = pread(fd, buffer, size + 4096, 0)
-            close(fd)
-        },
-        cache: { index in
-            guard try cache.get(key: keys[order[index]]) != nil else { fatalError("benchmark key missing") }
-        })
-}
-
-/// Fills a cache with `count` tiny entries, then times opening it from the journal alone and
-/// from a checkpointed manifest.
-func openTimes(in root: String, count: Int) throws -> (journal: Double, manifest: Double, manifestBytes: Int) {
-    let cache = try SharedCache(directory: root, configuration: Configuration(sizeLimit: 0))
-    let body = Data(repeating: 1, count: 16)
-    for index in 0..<count { try cache.put(key: keyName(index), data: body) }
-    func timeOpen() throws -> Double {
-        let start = now()
-        let opened = try SharedCache(directory: root)
-        let entries = try opened.statistics().entryCount
-        precondition(entries == count)
-        return Double(now() - start) / 1e6
-    }
-    let fromJournal = try (0..<3).map { _ in try timeOpen() }.sorted()[1]
-    let summary = try cache.checkpoint()
-    let fromManifest = try (0..<3).map { _ in try timeOpen() }.sorted()[1]
-    return (fromJournal, fromManifest, summary.manifestBytes)
-}
-
 // MARK: - Main
+
+// Helper processes for the cross-process rows.
+if CommandLine.arguments.count >= 3, CommandLine.arguments[1] == "--role" {
+    let arguments = Array(CommandLine.arguments.dropFirst(3))
+    switch CommandLine.arguments[2] {
+    case "removal-subscriber": try runRemovalSubscriber(directory: arguments[0])
+    case "idle-subscriber": try runIdleSubscriber(directory: arguments[0], seconds: Double(arguments[1])!)
+    #if os(Linux)
+    case "inotify-reader": runInotifyReader(file: arguments[0])
+    #endif
+    default: usage("unknown role \(CommandLine.arguments[2])")
+    }
+}
 
 let options = Options(CommandLine.arguments.dropFirst())
 let base = options.directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("sharedcache-bench").path
@@ -221,17 +110,10 @@ for (size, keys) in workloads {
 
 let openEntries = 100_000 / scale
 let opening = try openTimes(in: "\(runRoot)/open", count: openEntries)
-
-/// CRC32C throughput over a 100 KB buffer: what checking a body costs per byte.
-let crcGigabytesPerSecond: Double = {
-    let buffer = [UInt8](repeating: 0xA5, count: 100 * 1024)
-    var sink: UInt32 = 0
-    let start = now()
-    for _ in 0..<2000 { sink &+= buffer.withUnsafeBytes { SharedCacheDiagnostics.crc32c($0) } }
-    let seconds = Double(now() - start) / 1e9
-    precondition(sink != 1)
-    return Double(buffer.count * 2000) / seconds / 1e9
-}()
+let notifications = options.quick ? 200 : 2000
+let notification = try removalLatency(in: "\(runRoot)/notify", count: notifications)
+let idleSeconds = options.quick ? 2.0 : 10.0
+let idleCPU = try idleSubscriberCPU(in: "\(runRoot)/notify", seconds: idleSeconds)
 
 func format(_ value: Double) -> String { String(format: value < 10 ? "%.2f" : "%.1f", value) }
 func formatRate(_ value: Double) -> String {
@@ -256,10 +138,24 @@ print("|---|---|---|")
 print("| journal only (no checkpoint yet) | \(format(opening.journal)) | |")
 print("| after a checkpoint (manifest) | \(format(opening.manifest)) | ≤ 150 ms at 100,000 |")
 print("")
+print("| removal notification across processes, \(notifications) removals | p50 µs | p99 µs | target |")
+print("|---|---|---|---|")
+if let floor = notification.floor {
+    print("| \(floor.name) | \(format(floor.p50Microseconds)) | \(format(floor.p99Microseconds)) | |")
+}
+let cacheNotification = notification.cache
+print(
+    "| \(cacheNotification.name) | \(format(cacheNotification.p50Microseconds)) | "
+        + "\(format(cacheNotification.p99Microseconds)) | p50 ≤ 100, p99 ≤ 1000 |")
+print("")
+print(
+    "An idle subscriber process used \(format(Double(idleCPU) / 1000)) ms of CPU in \(Int(idleSeconds)) s "
+        + "(one journal check per second; the fallback poll interval bounds a missed wake-up to 1 s).")
+print("")
 print(
     "Manifest: \(opening.manifestBytes) bytes for \(openEntries) entries "
         + "(\(opening.manifestBytes / max(1, openEntries)) B/entry). "
-        + "CRC32C \(crcMode()): \(String(format: "%.1f", crcGigabytesPerSecond)) GB/s.")
+        + "CRC32C \(crcMode()): \(String(format: "%.1f", crcGigabytesPerSecond())) GB/s.")
 
 func crcMode() -> String { SharedCacheDiagnostics.crc32cIsHardwareAccelerated ? "in hardware" : "by table" }
 
@@ -270,11 +166,17 @@ if let json = options.json {
         var openFromJournalMilliseconds: Double
         var openFromManifestMilliseconds: Double
         var manifestBytes: Int
+        var notificationFloor: Measurement?
+        var notification: Measurement
+        var idleSubscriberCPUMicroseconds: Int
+        var idleSeconds: Double
     }
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
     let report = Report(
         rows: rows, openEntries: openEntries, openFromJournalMilliseconds: opening.journal,
-        openFromManifestMilliseconds: opening.manifest, manifestBytes: opening.manifestBytes)
+        openFromManifestMilliseconds: opening.manifest, manifestBytes: opening.manifestBytes,
+        notificationFloor: notification.floor, notification: notification.cache,
+        idleSubscriberCPUMicroseconds: idleCPU, idleSeconds: idleSeconds)
     try encoder.encode(report).write(to: URL(fileURLWithPath: json))
 }

@@ -204,7 +204,8 @@ public final class SharedCache: Sendable {
                         records.append(
                             .removed(
                                 RemovedRecord(
-                                    hash: hash, blobID: previous, reason: .superseded, remover: .current, key: keyBytes)))
+                                    hash: hash, blobID: previous, reason: .superseded, remover: .current, key: keyBytes)
+                            ))
                     }
                     return (records, previous)
                 }

@@ -10,7 +10,8 @@ struct RemovalTests {
     @Test(arguments: watchings)
     func everyKindOfRemovalByAnotherInstanceArrivesOnceInOrder(watching: JournalWatching) throws {
         let directory = try TemporaryDirectory()
-        let subscriber = try SharedCache(directory: directory("cache"), configuration: Configuration(journalWatching: watching))
+        let subscriber = try SharedCache(
+            directory: directory("cache"), configuration: Configuration(journalWatching: watching))
         let remover = try SharedCache(directory: directory("cache"))
         try remover.put(key: "a", data: Data("1".utf8))
         try remover.put(key: "b", data: Data("1".utf8))
@@ -98,8 +99,10 @@ struct RemovalTests {
         let directory = try TemporaryDirectory()
         // A re-check interval so long that only an explicit call makes this instance read.
         let lagging = try SharedCache(
-            directory: directory("cache"), configuration: Configuration(journalWatching: .polling(every: .seconds(3600))))
-        let remover = try SharedCache(directory: directory("cache"), configuration: Configuration(journalRetention: .zero))
+            directory: directory("cache"),
+            configuration: Configuration(journalWatching: .polling(every: .seconds(3600))))
+        let remover = try SharedCache(
+            directory: directory("cache"), configuration: Configuration(journalRetention: .zero))
         for index in 0..<10 { try remover.put(key: "k\(index)", data: Data()) }
         let collector = RemovalCollector()
         let subscription = lagging.onRemovals { collector.append($0) }

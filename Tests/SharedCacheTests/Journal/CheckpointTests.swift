@@ -7,7 +7,8 @@ import Testing
 struct CheckpointTests {
     @Test func checkpointFoldsTheJournalIntoTheManifestAndRetiresSegments() throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"), configuration: Configuration(journalRetention: .zero))
+        let cache = try SharedCache(
+            directory: directory("cache"), configuration: Configuration(journalRetention: .zero))
         var generations: [UInt64] = []
         for round in 0..<4 {
             for index in 0..<20 { try cache.put(key: "key \(index)", data: Data("round \(round) \(index)".utf8)) }
@@ -34,7 +35,8 @@ struct CheckpointTests {
     /// segments it needs were retired, reloads from the manifest.
     @Test func aLaggingReaderCatchesUpAcrossRetiredSegments() throws {
         let directory = try TemporaryDirectory()
-        let writer = try SharedCache(directory: directory("cache"), configuration: Configuration(journalRetention: .zero))
+        let writer = try SharedCache(
+            directory: directory("cache"), configuration: Configuration(journalRetention: .zero))
         let reader = try SharedCache(directory: directory("cache"))
         try writer.put(key: "stays", data: Data("1".utf8))
         try writer.put(key: "goes", data: Data("1".utf8))

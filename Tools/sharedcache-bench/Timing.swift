@@ -1,0 +1,54 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+func now() -> UInt64 {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+}
+
+struct Measurement: Codable {
+    var name: String
+    var operations: Int
+    var p50Microseconds: Double
+    var p99Microseconds: Double
+    var operationsPerSecond: Double
+}
+
+/// Times `floor(i)` and `cache(i)` alternately for i in 0..<count, one call at a time, so both
+/// see the same machine: on a shared VM the filesystem's speed drifts by several times within
+/// a minute, and timing one after the other would compare two different machines.
+func measurePair(
+    _ name: String, count: Int, floor: (Int) throws -> Void, cache: (Int) throws -> Void
+) rethrows -> (floor: Measurement, cache: Measurement) {
+    var floorSamples = [UInt64](repeating: 0, count: count)
+    var cacheSamples = [UInt64](repeating: 0, count: count)
+    for index in 0..<count {
+        var before = now()
+        try floor(index)
+        floorSamples[index] = now() - before
+        before = now()
+        try cache(index)
+        cacheSamples[index] = now() - before
+    }
+    return (summarize("floor: \(name)", floorSamples), summarize("SharedCache \(name)", cacheSamples))
+}
+
+func summarize(_ name: String, _ samples: [UInt64]) -> Measurement {
+    let sorted = samples.sorted()
+    func percentile(_ p: Double) -> Double {
+        Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) / 1000
+    }
+    return Measurement(
+        name: name, operations: sorted.count, p50Microseconds: percentile(0.5), p99Microseconds: percentile(0.99),
+        operationsPerSecond: Double(sorted.count) / (Double(sorted.reduce(0, +)) / 1e9))
+}
+
+func check(_ result: Int32, _ what: String) {
+    if result < 0 { fatalError("\(what): \(String(cString: strerror(errno)))") }
+}
