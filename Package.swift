@@ -13,6 +13,7 @@ let package = Package(
     platforms: [.macOS(.v13), .iOS(.v16)],
     products: [
         .library(name: "SharedCache", targets: ["SharedCache"]),
+        .executable(name: "sharedcached", targets: ["sharedcached"]),
         .executable(name: "sharedcache-bench", targets: ["sharedcache-bench"]),
     ],
     targets: [
@@ -21,6 +22,19 @@ let package = Package(
         .target(
             name: "SharedCache",
             dependencies: ["CSharedCacheSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // What both command-line tools share: argument grammar, exit statuses, output.
+        .target(
+            name: "SharedCacheCLI",
+            dependencies: ["SharedCache"],
+            path: "Tools/SharedCacheCLI",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "sharedcached",
+            dependencies: ["SharedCache", "SharedCacheCLI"],
+            path: "Tools/sharedcached",
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -38,7 +52,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SharedCacheTests",
-            dependencies: ["SharedCache", "sharedcache-test-worker"],
+            dependencies: ["SharedCache", "SharedCacheCLI", "sharedcache-test-worker", "sharedcached"],
             swiftSettings: swiftSettings
         ),
     ],

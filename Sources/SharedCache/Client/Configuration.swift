@@ -1,12 +1,14 @@
 /// How a process opens a cache directory.
 ///
-/// ``sizeLimit`` and ``defaultExpiry`` are *shared*: they are written to the directory's `config`
-/// file when the directory is created, and every process then uses the directory's values
-/// (``SharedCache/configuration`` shows them; `sharedcache config` changes them). The other
-/// settings are this process's own.
+/// ``sizeLimit``, ``entryLimit`` and ``defaultExpiry`` are *shared*: they are written to the
+/// directory's `config` file when the directory is created, and every process then uses the
+/// directory's values (``SharedCache/configuration`` shows them; `sharedcache config` changes
+/// them). The other settings are this process's own.
 public struct Configuration: Sendable, Hashable {
     /// Bytes of entry bodies the compactor keeps the directory under; 0 for no limit. Shared.
     public var sizeLimit: UInt64
+    /// Entries the compactor keeps the directory under; 0 for no limit. Shared.
+    public var entryLimit: UInt64
     /// How long an entry lives when its put names no expiry; `nil` for forever. Shared.
     public var defaultExpiry: Duration?
     /// Whether a put returns only once its entry would survive a power loss.
@@ -21,21 +23,43 @@ public struct Configuration: Sendable, Hashable {
     /// that falls behind by less still reads every removal from the journal; one further behind
     /// reloads the manifest and reports what it missed as ``RemovalReason/unknown``.
     public var journalRetention: Duration
+    /// A hit is journaled as an access at most once per this interval per entry (by whichever
+    /// process reads it first), which is how finely least-recently-used eviction can order
+    /// entries. Reads cost no write in between.
+    public var recencyInterval: Duration
+    /// How long a compaction by this process waits after journaling an eviction before it
+    /// unlinks the blob, so a reader that found the entry a moment earlier can still open it.
+    public var evictionGracePeriod: Duration
 
     public init(
         sizeLimit: UInt64 = 1 << 30,
+        entryLimit: UInt64 = 0,
         defaultExpiry: Duration? = .seconds(7 * 24 * 3600),
         durability: Durability = .none,
         lockTimeout: Duration = .seconds(10),
         journalWatching: JournalWatching = .default,
-        journalRetention: Duration = .seconds(60)
+        journalRetention: Duration = .seconds(60),
+        recencyInterval: Duration = .seconds(600),
+        evictionGracePeriod: Duration = .seconds(1)
     ) {
         self.sizeLimit = sizeLimit
+        self.entryLimit = entryLimit
         self.defaultExpiry = defaultExpiry
         self.durability = durability
         self.lockTimeout = lockTimeout
         self.journalWatching = journalWatching
         self.journalRetention = journalRetention
+        self.recencyInterval = recencyInterval
+        self.evictionGracePeriod = evictionGracePeriod
+    }
+
+    /// This configuration with the shared limits taken from a directory's `config`.
+    func adopting(_ shared: ConfigurationFile) -> Configuration {
+        var result = self
+        result.sizeLimit = shared.sizeLimit
+        result.entryLimit = shared.entryLimit
+        result.defaultExpiry = shared.defaultExpirySeconds.map { .seconds($0) }
+        return result
     }
 }
 
@@ -53,6 +77,7 @@ extension ConfigurationFile {
     init(_ configuration: Configuration) {
         self.init(
             sizeLimit: configuration.sizeLimit,
-            defaultExpirySeconds: configuration.defaultExpiry.map { max(1, $0.components.seconds) })
+            defaultExpirySeconds: configuration.defaultExpiry.map { max(1, $0.components.seconds) },
+            entryLimit: configuration.entryLimit)
     }
 }

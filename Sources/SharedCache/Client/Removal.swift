@@ -47,6 +47,13 @@ public final class RemovalSubscription: Sendable {
 enum RemovalSubscriber {
     case stream(AsyncStream<[Removal]>.Continuation)
     case callback(DispatchQueue, @Sendable ([Removal]) -> Void)
+    /// Told only that the journal moved (any record, not just removals): the compactor's wake-up.
+    case change(DispatchQueue, @Sendable () -> Void)
+
+    var wantsRemovals: Bool {
+        if case .change = self { return false }
+        return true
+    }
 
     /// Hands over a batch without running subscriber code on the caller's thread: a stream
     /// buffers it, a callback runs later on its own serial queue. Order is kept either way.
@@ -54,6 +61,11 @@ enum RemovalSubscriber {
         switch self {
         case .stream(let continuation): continuation.yield(batch)
         case .callback(let queue, let handler): queue.async { handler(batch) }
+        case .change: break
         }
+    }
+
+    func journalMoved() {
+        if case .change(let queue, let handler) = self { queue.async { handler() } }
     }
 }

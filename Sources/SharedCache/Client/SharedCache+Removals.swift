@@ -38,6 +38,13 @@ extension SharedCache {
         return RemovalSubscription { [weak self] in self?.unsubscribe(id) }
     }
 
+    /// Calls `handler` (on a private serial queue) whenever any process appends to the journal.
+    /// The compactor uses it to notice growth without polling.
+    package func onJournalChange(_ handler: @escaping @Sendable () -> Void) -> RemovalSubscription {
+        let id = subscribe(.change(DispatchQueue(label: "SharedCache journal changes"), handler))
+        return RemovalSubscription { [weak self] in self?.unsubscribe(id) }
+    }
+
     /// Whether a watcher thread follows the journal (it does while anyone subscribes).
     var isWatchingJournal: Bool { state.withLock { $0.watcher != nil } }
 
@@ -51,7 +58,8 @@ extension SharedCache {
             let id = state.nextSubscriberID
             state.nextSubscriberID += 1
             state.subscribers[id] = subscriber
-            state.live.collectsRemovals = true
+            state.notifiedSequence = state.live.cursor.lastSequence
+            state.live.collectsRemovals = state.subscribers.values.contains { $0.wantsRemovals }
             if state.watcher == nil {
                 state.watcher = try? JournalWatcher(
                     directory: directory, watching: configuration.journalWatching
@@ -64,6 +72,7 @@ extension SharedCache {
     private func unsubscribe(_ id: UInt64) {
         let (removed, idleWatcher) = state.withLock { state -> (RemovalSubscriber?, JournalWatcher?) in
             let removed = state.subscribers.removeValue(forKey: id)
+            state.live.collectsRemovals = state.subscribers.values.contains { $0.wantsRemovals }
             guard state.subscribers.isEmpty else { return (removed, nil) }
             state.live.collectsRemovals = false
             _ = state.live.takePendingRemovals()

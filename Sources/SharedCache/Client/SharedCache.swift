@@ -20,7 +20,8 @@ public final class SharedCache: Sendable {
     /// The directory path the cache was opened with.
     public let path: String
     /// The configuration in effect: shared limits from the directory, the rest as given.
-    public let configuration: Configuration
+    public var configuration: Configuration { settings.withLock { $0 } }
+    private let settings: Locked<Configuration>
 
     let directory: CacheDirectory
     let directoryLock: DirectoryLock
@@ -34,13 +35,21 @@ public final class SharedCache: Sendable {
         var nextSubscriberID: UInt64 = 0
         /// Wakes a refresh when the journal changes; runs while anyone subscribes.
         var watcher: JournalWatcher?
+        /// The journal position change subscribers last heard of.
+        var notifiedSequence: UInt64 = 0
 
-        /// Hands the removals the index applied to every subscriber, in journal order.
+        /// Hands the removals the index applied to every subscriber, in journal order, and
+        /// tells change subscribers when the journal moved.
         mutating func deliverRemovals() {
-            guard live.collectsRemovals else { return }
+            guard !subscribers.isEmpty else { return }
             let batch = live.takePendingRemovals()
-            guard !batch.isEmpty else { return }
-            for subscriber in subscribers.values { subscriber.deliver(batch) }
+            if !batch.isEmpty {
+                for subscriber in subscribers.values { subscriber.deliver(batch) }
+            }
+            if live.cursor.lastSequence != notifiedSequence {
+                notifiedSequence = live.cursor.lastSequence
+                for subscriber in subscribers.values { subscriber.journalMoved() }
+            }
         }
     }
 
@@ -65,14 +74,11 @@ public final class SharedCache: Sendable {
         let (directory, lock, shared) = try CacheDirectory.open(
             path: path, creating: ConfigurationFile(configuration), timeout: configuration.lockTimeout,
             durable: durable)
-        var effective = configuration
-        effective.sizeLimit = shared.sizeLimit
-        effective.defaultExpiry = shared.defaultExpirySeconds.map { .seconds($0) }
         let (live, rebuilt) = try directory.perform("loading the index of \(path)") {
             try LiveIndex.load(directory, lock: lock, timeout: configuration.lockTimeout, durable: durable)
         }
         self.path = path
-        self.configuration = effective
+        self.settings = Locked(configuration.adopting(shared))
         self.directory = directory
         self.directoryLock = lock
         self.blobs = BlobStore(directory: directory)
@@ -114,6 +120,7 @@ public final class SharedCache: Sendable {
             switch result {
             case .found(let header, let data):
                 count { $0.hits += 1 }
+                recordAccessIfDue(hash, entry: entry, now: now)
                 return CacheHit(data: data, entry: CacheEntry(header))
             case .missing where attempt == 0:
                 continue
@@ -125,6 +132,33 @@ public final class SharedCache: Sendable {
         }
         count { $0.misses += 1 }
         return nil
+    }
+
+    /// Journals a hit when the entry's last journaled access is older than the recency
+    /// interval, so eviction knows what every process reads without a write per hit.
+    private func recordAccessIfDue(_ hash: KeyHash, entry: IndexEntry, now: Int64) {
+        let interval = configuration.recencyInterval.milliseconds
+        guard now - entry.lastAccess >= interval else { return }
+        // Best effort: a failure here must not turn a hit into an error.
+        _ = try? commit { index -> ([JournalRecord], Void) in
+            guard let current = index[hash], current.blobID == entry.blobID, now - current.lastAccess >= interval else {
+                return ([], ())
+            }
+            return ([.accessed(AccessedRecord(hash: hash, blobID: entry.blobID, accessedAt: now))], ())
+        }
+    }
+
+    /// Re-reads the directory's shared limits (`config`), as `sharedcached` does on SIGHUP.
+    public func reloadConfiguration() throws(SharedCacheError) {
+        let shared = try directory.perform("reading \(path)/config") { () throws -> ConfigurationFile in
+            let bytes = try directory.readFile(ConfigurationFile.fileName) ?? []
+            do {
+                return try ConfigurationFile.decode(bytes, defaults: ConfigurationFile(configuration))
+            } catch let error as FormatError {
+                throw SharedCacheError.corrupt("\(path)/config", path: "\(path)/config", error)
+            }
+        }
+        settings.withLock { $0 = $0.adopting(shared) }
     }
 
     /// Metadata of the entry stored under `key` (its blob header), without reading the body.

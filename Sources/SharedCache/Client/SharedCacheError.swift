@@ -30,6 +30,8 @@ public struct SharedCacheError: Error, Sendable, CustomStringConvertible {
         public static let corruptData = Code("corruptData")
         /// Another process held a lock past the configured timeout.
         public static let lockTimeout = Code("lockTimeout")
+        /// Another process is doing something that only one may do at a time (compacting).
+        public static let busy = Code("busy")
         /// A symbolic link or foreign file stands where the cache expects its own file.
         public static let unsafePath = Code("unsafePath")
         /// An argument is out of range (a key longer than 64 KiB, for example).

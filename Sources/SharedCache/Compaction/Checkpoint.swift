@@ -49,8 +49,7 @@ extension SharedCache {
     /// Deletes the segments older than `generation` that were sealed longer ago than the
     /// retention period (a sealed segment's modification time is its seal's).
     private func retireSegments(before generation: UInt64) throws -> [UInt64] {
-        let (seconds, attoseconds) = configuration.journalRetention.components
-        let cutoff = Clock.nowMilliseconds() - seconds * 1000 - attoseconds / 1_000_000_000_000_000
+        let cutoff = Clock.nowMilliseconds() - configuration.journalRetention.milliseconds
         var retired: [UInt64] = []
         for candidate in try JournalSegment.generations(in: directory) where candidate < generation {
             let name = JournalSegment.name(candidate)

@@ -4,13 +4,14 @@
 /// config = *line
 /// line   = [name *SP "=" *SP value] [*SP "#" comment] LF
 /// ```
-/// Known names: `size-limit` (bytes of bodies, 0 for none), `default-expiry` (seconds, or
-/// `never`). Unknown names are kept for newer versions and otherwise ignored.
+/// Known names: `size-limit` (bytes of bodies, 0 for none), `entry-limit` (entries, 0 for
+/// none), `default-expiry` (seconds, or `never`). Unknown names are ignored.
 struct ConfigurationFile: Equatable, Sendable {
     static let fileName = "config"
 
     var sizeLimit: UInt64
     var defaultExpirySeconds: Int64?
+    var entryLimit: UInt64 = 0
 
     func encoded() -> [UInt8] {
         let expiry = defaultExpirySeconds.map(String.init) ?? "never"
@@ -18,6 +19,7 @@ struct ConfigurationFile: Equatable, Sendable {
             """
             # SharedCache limits shared by every process using this directory; see sharedcache(5).
             size-limit = \(sizeLimit)
+            entry-limit = \(entryLimit)
             default-expiry = \(expiry)
 
             """.utf8)
@@ -39,6 +41,9 @@ struct ConfigurationFile: Equatable, Sendable {
             case "size-limit":
                 guard let limit = UInt64(value) else { throw .invalidField("line \(number + 1): size-limit \(value)") }
                 result.sizeLimit = limit
+            case "entry-limit":
+                guard let limit = UInt64(value) else { throw .invalidField("line \(number + 1): entry-limit \(value)") }
+                result.entryLimit = limit
             case "default-expiry":
                 if value == "never" {
                     result.defaultExpirySeconds = nil

@@ -14,6 +14,8 @@
 ///                  ; the key when the remover knew it
 /// type 3 cleared = remover                      ; every entry stored before it is gone
 /// type 4 sealed  = next-generation:u64          ; the last record of a segment
+/// type 5 accessed = key-hash:32 blob-id:u64 accessed-at:i64  ; a hit, journaled at most once
+///                  per recency interval per entry, for least-recently-used eviction
 /// remover        = pid:u32 name-size:u8 name    ; the process that removed, for people
 /// ```
 /// Integers are little-endian. Sequence numbers increase by one per record across all segments.
@@ -25,6 +27,7 @@ enum JournalRecord: Equatable, Sendable {
     case removed(RemovedRecord)
     case cleared(Remover)
     case sealed(nextGeneration: UInt64)
+    case accessed(AccessedRecord)
     /// A record of a type this version does not know; skipped.
     case unknown(type: UInt8)
 
@@ -37,6 +40,7 @@ enum JournalRecord: Equatable, Sendable {
         case .removed: 2
         case .cleared: 3
         case .sealed: 4
+        case .accessed: 5
         case .unknown(let type): type
         }
     }
@@ -62,6 +66,13 @@ struct RemovedRecord: Equatable, Sendable {
     var remover: Remover
     /// The entry's key, when the remover knew it (a removal by hash alone does not).
     var key: [UInt8]? = nil
+}
+
+/// An entry was read; its recency for least-recently-used eviction.
+struct AccessedRecord: Equatable, Sendable {
+    var hash: KeyHash
+    var blobID: UInt64
+    var accessedAt: Int64
 }
 
 /// Why an entry was removed, as journaled.
@@ -186,6 +197,10 @@ extension JournalRecord {
             remover.encode(into: &writer)
         case .sealed(let next):
             writer.append(next)
+        case .accessed(let record):
+            writer.append(record.hash)
+            writer.append(record.blobID)
+            writer.append(record.accessedAt)
         case .unknown:
             break
         }
@@ -247,6 +262,9 @@ extension JournalRecord {
             return .cleared(try Remover(&reader))
         case 4:
             return .sealed(nextGeneration: try reader.read())
+        case 5:
+            return .accessed(
+                AccessedRecord(hash: try reader.readHash(), blobID: try reader.read(), accessedAt: try reader.read()))
         default:
             return .unknown(type: type)
         }

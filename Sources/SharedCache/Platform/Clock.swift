@@ -29,3 +29,11 @@ enum Clock {
         while nanosleep(&request, &remaining) == -1 && errno == EINTR { request = remaining }
     }
 }
+
+extension Duration {
+    /// Whole milliseconds (rounded down), the unit of every timestamp on disk.
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}

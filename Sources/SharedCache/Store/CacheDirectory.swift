@@ -20,6 +20,7 @@ final class CacheDirectory: Sendable {
     static let temporaryDirectory = "tmp"
     static let lockFile = "lock"
     static let manifestFile = "manifest"
+    static let daemonFile = "daemon"
 
     /// The path the cache was opened with.
     let path: String

@@ -61,6 +61,10 @@ struct Index: Sendable {
             remove(removed.hash, blobID: removed.blobID)
         case .cleared:
             removeAll()
+        case .accessed(let accessed):
+            guard var entry = entries[accessed.hash], entry.blobID == accessed.blobID else { return }
+            entry.lastAccess = max(entry.lastAccess, accessed.accessedAt)
+            entries[accessed.hash] = entry
         case .sealed, .unknown:
             break
         }

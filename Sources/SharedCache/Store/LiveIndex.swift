@@ -125,7 +125,7 @@ final class LiveIndex {
                     pendingRemovals.append(
                         Removal(hash: hash, key: nil, reason: .cleared, remover: remover, sequence: sequence))
                 }
-            case .stored, .sealed, .unknown:
+            case .stored, .sealed, .accessed, .unknown:
                 break
             }
             reportedThrough = sequence

@@ -28,9 +28,5 @@ final class StopSignal: Sendable {
 
 extension Duration {
     /// Whole milliseconds, at least 0 and at most `Int32.max`, as poll(2) and kevent(2) take them.
-    var pollMilliseconds: Int32 {
-        let (seconds, attoseconds) = components
-        let milliseconds = seconds * 1000 + attoseconds / 1_000_000_000_000_000
-        return Int32(clamping: max(0, milliseconds))
-    }
+    var pollMilliseconds: Int32 { Int32(clamping: max(0, milliseconds)) }
 }

@@ -15,6 +15,9 @@
 //       a scripted series of puts, removes, clears and checkpoints in three phases; after the
 //       first and second it prints "phase N" and waits for a line on stdin. Finally prints the
 //       removals it caused, one "HASH REASON" line each, then "end".
+//   sharedcache-test-worker flood DIR WORKER-ID SECONDS SIZE
+//       puts new keys of SIZE bytes as fast as it can for SECONDS, reading back recent ones;
+//       prints "puts=N hits=N misses=N violations=N".
 //   sharedcache-test-worker verify DIR KEYS
 //       reads every key; exits 0 and prints "entries=N damaged=N" if every body is one the
 //       generator makes (damaged counts indexed entries whose blob was missing or failed a check).
@@ -78,7 +81,10 @@ func fail(_ message: String) -> Never {
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else { fail("usage: sharedcache-test-worker COMMAND DIR ...") }
 let directory = arguments[2]
-let configuration = Configuration(lockTimeout: .seconds(30))
+var configuration = Configuration(lockTimeout: .seconds(30))
+if let milliseconds = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_RECENCY_MS"].flatMap(Int.init) {
+    configuration.recencyInterval = .milliseconds(milliseconds)
+}
 
 do {
     switch arguments[1] {
@@ -216,6 +222,25 @@ do {
         expected.append("\(KeyHash(key: "__end__").hex) manual")
         print(expected.joined(separator: "\n"))
         print("end")
+
+    case "flood":
+        let worker = Int(arguments[3])!, seconds = Double(arguments[4])!, size = Int(arguments[5])!
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        let deadline = Date().addingTimeInterval(seconds)
+        var puts = 0, hits = 0, misses = 0, violations = 0
+        while Date() < deadline {
+            let key = "flood-\(worker)-\(puts)"
+            try cache.put(key: key, data: body(key: key, writer: worker, version: puts, size: size))
+            puts += 1
+            let recent = "flood-\(worker)-\(Int.random(in: max(0, puts - 50)..<puts))"
+            if let hit = try cache.get(key: recent) {
+                hits += 1
+                if !isGenuine(hit.data, key: recent) { violations += 1 }
+            } else {
+                misses += 1
+            }
+        }
+        print("puts=\(puts) hits=\(hits) misses=\(misses) violations=\(violations)")
 
     case "verify":
         let keys = Int(arguments[3])!

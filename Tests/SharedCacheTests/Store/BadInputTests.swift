@@ -13,7 +13,7 @@ import Darwin
 struct BadInputTests {
     @Test func aPathThatIsAFileIsNotADirectory() throws {
         let directory = try TemporaryDirectory()
-        FileManager.default.createFile(atPath: directory("file"), contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: directory("file"), contents: Data("x".utf8))
         #expect(errorCode { try SharedCache(directory: directory("file")) } == "notADirectory")
         #expect(errorCode { try SharedCache(directory: directory("file/cache")) } == "notADirectory")
         #expect(try String(contentsOfFile: directory("file"), encoding: .utf8) == "x")
@@ -45,16 +45,16 @@ struct BadInputTests {
     @Test func aForeignNonEmptyDirectoryIsRefusedAndLeftAlone() throws {
         let directory = try TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: directory("home/Documents"), withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: directory("home/notes.txt"), contents: Data("mine".utf8))
+        _ = FileManager.default.createFile(atPath: directory("home/notes.txt"), contents: Data("mine".utf8))
         #expect(errorCode { try SharedCache(directory: directory("home")) } == "notACacheDirectory")
         #expect(
             try FileManager.default.contentsOfDirectory(atPath: directory("home")).sorted() == [
                 "Documents", "notes.txt",
             ])
 
-        FileManager.default.createFile(atPath: directory("other/format"), contents: nil)
+        _ = FileManager.default.createFile(atPath: directory("other/format"), contents: nil)
         try FileManager.default.createDirectory(atPath: directory("other"), withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: directory("other/format"), contents: Data("some other tool\n".utf8))
+        _ = FileManager.default.createFile(atPath: directory("other/format"), contents: Data("some other tool\n".utf8))
         #expect(errorCode { try SharedCache(directory: directory("other")) } == "notACacheDirectory")
     }
 
@@ -80,8 +80,8 @@ struct BadInputTests {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))
         try cache.put(key: "k", data: Data("v".utf8))
-        FileManager.default.createFile(atPath: directory("cache/blobs/ab/hello.txt"), contents: Data("x".utf8))
-        FileManager.default.createFile(atPath: directory("cache/blobs/README"), contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: directory("cache/blobs/ab/hello.txt"), contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: directory("cache/blobs/README"), contents: Data("x".utf8))
         try FileManager.default.createDirectory(
             atPath: directory("cache/blobs/zz/nested"), withIntermediateDirectories: true)
         try Data("garbage".utf8).write(to: URL(fileURLWithPath: directory("cache/manifest")))  // force a rebuild scan

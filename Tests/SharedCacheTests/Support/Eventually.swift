@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 
 @testable import SharedCache
@@ -19,8 +20,8 @@ final class RemovalCollector: Sendable {
     }
 }
 
-/// Reads a child process's output line by line as it arrives.
-final class LineReader {
+/// Reads a child process's output line by line as it arrives. Used by one thread at a time.
+final class LineReader: @unchecked Sendable {
     private let handle: FileHandle
     private var buffer = Data()
 
@@ -45,5 +46,26 @@ final class LineReader {
         var lines: [String] = []
         while let line = next(), line != marker { lines.append(line) }
         return lines
+    }
+}
+
+/// Reads a child's output on a thread of its own, so the child never blocks on a full pipe
+/// while the test is busy elsewhere.
+final class BackgroundLines: @unchecked Sendable {
+    private let lines = Locked<[String]>([])
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(_ reader: LineReader) {
+        Thread {
+            while let line = reader.next() { self.lines.withLock { $0.append(line) } }
+            self.finished.signal()
+        }.start()
+    }
+
+    /// Every line, once the child closed its end.
+    func all() -> [String] {
+        finished.wait()
+        finished.signal()
+        return lines.withLock { $0 }
     }
 }

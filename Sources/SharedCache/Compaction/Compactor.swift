@@ -1,0 +1,224 @@
+public import Foundation
+
+/// What a compaction pass did, or with `dryRun` would do.
+public struct CompactionReport: Sendable {
+    /// One entry evicted (or to be evicted), and why.
+    public struct Eviction: Sendable, Hashable {
+        public var hash: KeyHash
+        public var size: UInt64
+        /// ``RemovalReason/expired`` or ``RemovalReason/size``.
+        public var reason: RemovalReason
+        public var lastAccess: Date
+        public var expiresAt: Date?
+    }
+
+    public var dryRun: Bool
+    public var entriesBefore: Int
+    public var bytesBefore: UInt64
+    public var entriesAfter: Int
+    public var bytesAfter: UInt64
+    /// Oldest first: expired entries, then least recently used.
+    public var evictions: [Eviction]
+    /// The checkpoint that ended the pass (none for a dry run, or a pass stopped early).
+    public var checkpoint: CheckpointSummary?
+    /// Blob files no entry refers to (left by killed writers), deleted.
+    public var orphansRemoved: Int
+    /// Blobs of earlier evictions unlinked in this pass, once their grace period was over.
+    public var blobsUnlinked: Int
+    /// Whether a stop request ended the pass before it finished.
+    public var stoppedEarly: Bool
+    public var duration: Duration
+
+    public var expiredCount: Int { evictions.count { $0.reason == .expired } }
+    public var evictedForSpaceCount: Int { evictions.count { $0.reason == .size } }
+}
+
+/// What a pass should do besides evicting.
+public struct CompactionOptions: Sendable, Hashable {
+    /// Report what would be evicted and change nothing.
+    public var dryRun: Bool
+    /// Also look through every blob file for ones no entry refers to. Costs a directory scan.
+    public var sweepOrphans: Bool
+
+    public init(dryRun: Bool = false, sweepOrphans: Bool = true) {
+        self.dryRun = dryRun
+        self.sweepOrphans = sweepOrphans
+    }
+}
+
+extension SharedCache {
+    /// Runs one compaction pass now: evicts expired entries, then least recently used ones
+    /// down to 90 % of the limits, journals every eviction before unlinking its blob (after
+    /// ``Configuration/evictionGracePeriod``), and checkpoints.
+    ///
+    /// - Throws: `.busy` when a compactor (`sharedcached`) already holds the directory.
+    public func compact(_ options: CompactionOptions = CompactionOptions()) throws(SharedCacheError)
+        -> CompactionReport
+    {
+        let compactor = try Compactor(cache: self)
+        var report = try compactor.pass(options)
+        report.blobsUnlinked += try compactor.unlinkPendingBlobs(waitingForGracePeriod: true)
+        return report
+    }
+
+    /// The process ID of the compactor that holds this directory, or `nil` when none runs.
+    public func compactorProcessID() throws(SharedCacheError) -> Int32? {
+        try directory.perform("checking for a compactor") { try DaemonLock.holder(in: directory) }
+    }
+}
+
+/// The only compactor of a directory while it exists: it holds the daemon lock, and keeps the
+/// blobs it evicted until their grace period is over.
+///
+/// `sharedcached` keeps one for its lifetime; ``SharedCache/compact(_:)`` makes one per pass.
+package final class Compactor: Sendable {
+    private let cache: SharedCache
+    private let lock: DaemonLock
+    private let pendingUnlinks = Locked<[(hash: KeyHash, blobID: UInt64, due: Int64)]>([])
+
+    /// A blob file no entry refers to is only taken for an orphan once it is this old: a put
+    /// renames its blob into place a moment before it journals it.
+    static let orphanAge: Int64 = 10 * 60 * 1000
+    static let batchSize = 1024
+
+    /// - Throws: `.busy` when another compactor holds the directory.
+    package init(cache: SharedCache) throws(SharedCacheError) {
+        self.cache = cache
+        lock = try cache.directory.perform("taking the compactor lock") { try DaemonLock(in: cache.directory) }
+    }
+
+    /// One pass. `shouldStop` is asked between steps; a stop leaves everything journaled so far
+    /// consistent (the directory verifies), and skips the rest.
+    package func pass(_ options: CompactionOptions, shouldStop: () -> Bool = { false }) throws(SharedCacheError)
+        -> CompactionReport
+    {
+        let start = Clock.monotonicNanoseconds()
+        let configuration = cache.configuration
+        let now = Clock.nowMilliseconds()
+        let (plan, entriesBefore, bytesBefore) = try cache.directory.perform("planning a compaction") {
+            try cache.withState { state in
+                try state.live.refresh()
+                let index = state.live.index
+                let plan = EvictionPlan(
+                    index: index, now: now, sizeLimit: configuration.sizeLimit, entryLimit: configuration.entryLimit)
+                return (plan, index.count, index.totalBytes)
+            }
+        }
+        var report = CompactionReport(
+            dryRun: options.dryRun, entriesBefore: entriesBefore, bytesBefore: bytesBefore,
+            entriesAfter: entriesBefore - plan.victims.count, bytesAfter: bytesBefore - plan.bytes,
+            evictions: plan.victims.map(Self.eviction), checkpoint: nil, orphansRemoved: 0, blobsUnlinked: 0,
+            stoppedEarly: false, duration: .zero)
+        defer { report.duration = .nanoseconds(Clock.monotonicNanoseconds() - start) }
+        guard !options.dryRun else { return report }
+
+        report.blobsUnlinked = try unlinkPendingBlobs(waitingForGracePeriod: false)
+        var evicted: [EvictionPlan.Victim] = []
+        for batchStart in stride(from: 0, to: plan.victims.count, by: Self.batchSize) {
+            if shouldStop() {
+                report.stoppedEarly = true
+                break
+            }
+            let batch = plan.victims[batchStart..<min(batchStart + Self.batchSize, plan.victims.count)]
+            evicted += try journalEvictions(batch)
+        }
+        let due = Clock.nowMilliseconds() + configuration.evictionGracePeriod.milliseconds
+        pendingUnlinks.withLock { pending in
+            pending += evicted.map { ($0.hash, $0.entry.blobID, due) }
+        }
+        report.evictions = evicted.map(Self.eviction)
+        let after = try cache.statistics()
+        (report.entriesAfter, report.bytesAfter) = (after.entryCount, after.totalBytes)
+        if shouldStop() {
+            report.stoppedEarly = true
+            return report
+        }
+        report.checkpoint = try cache.checkpoint()
+        if options.sweepOrphans && !shouldStop() { report.orphansRemoved = try sweepOrphans() }
+        return report
+    }
+
+    /// Journals the removal of each victim still current, in one append; returns those.
+    private func journalEvictions(_ batch: ArraySlice<EvictionPlan.Victim>) throws(SharedCacheError)
+        -> [EvictionPlan.Victim]
+    {
+        try cache.directory.perform("journaling evictions") {
+            try cache.commit { index -> ([JournalRecord], [EvictionPlan.Victim]) in
+                // Another process may have replaced or removed an entry since the plan.
+                let current = batch.filter { index[$0.hash]?.blobID == $0.entry.blobID }
+                let records = current.map { victim in
+                    JournalRecord.removed(
+                        RemovedRecord(
+                            hash: victim.hash, blobID: victim.entry.blobID, reason: victim.reason, remover: .current))
+                }
+                return (records, current)
+            }
+        }
+    }
+
+    /// Unlinks evicted blobs whose grace period is over (or, waiting, all of them).
+    ///
+    /// - Returns: how many were unlinked.
+    @discardableResult
+    package func unlinkPendingBlobs(waitingForGracePeriod wait: Bool) throws(SharedCacheError) -> Int {
+        var pending = pendingUnlinks.withLock { pending in
+            defer { pending = [] }
+            return pending
+        }
+        if wait, let last = pending.map(\.due).max() {
+            let remaining = last - Clock.nowMilliseconds()
+            if remaining > 0 { Clock.sleep(nanoseconds: UInt64(remaining) * 1_000_000) }
+        }
+        let now = Clock.nowMilliseconds()
+        let due = pending.filter { $0.due <= now }
+        pending.removeAll { $0.due <= now }
+        pendingUnlinks.withLock { $0 += pending }
+        try cache.directory.perform("unlinking evicted blobs") {
+            for blob in due { try cache.blobs.remove(blob.hash, blobID: blob.blobID) }
+        }
+        return due.count
+    }
+
+    /// When the next evicted blob may be unlinked, in milliseconds since the epoch.
+    package var nextUnlinkDue: Int64? { pendingUnlinks.withLock { $0.map(\.due).min() } }
+
+    /// Deletes blob files that no entry refers to and that nobody wrote for ``orphanAge``:
+    /// bodies of puts whose process died before journaling them, and of removals whose process
+    /// died before unlinking.
+    private func sweepOrphans() throws(SharedCacheError) -> Int {
+        let pending = Set(pendingUnlinks.withLock { $0.map(\.blobID) })
+        let cutoff = Clock.nowMilliseconds() - Self.orphanAge
+        return try cache.directory.perform("sweeping orphaned blobs") {
+            let directory = cache.directory
+            var removed = 0
+            for fanOut in try directory.contents(of: CacheDirectory.blobsDirectory) where fanOut.utf8.count == 2 {
+                let folder = "\(CacheDirectory.blobsDirectory)/\(fanOut)"
+                let names = try directory.contents(of: folder)
+                let candidates = try cache.withState { state in
+                    names.compactMap { name -> (String, KeyHash, UInt64)? in
+                        guard let (hash, blobID) = BlobStore.parseName(name),
+                            state.live.index[hash]?.blobID != blobID, !pending.contains(blobID)
+                        else { return nil }
+                        return (name, hash, blobID)
+                    }
+                }
+                for (name, _, _) in candidates {
+                    let path = "\(folder)/\(name)"
+                    guard let status = try directory.status(of: path), status.isRegularFile,
+                        status.modifiedMilliseconds < cutoff
+                    else { continue }
+                    try directory.removeFile(path)
+                    removed += 1
+                }
+            }
+            return removed
+        }
+    }
+
+    private static func eviction(_ victim: EvictionPlan.Victim) -> CompactionReport.Eviction {
+        CompactionReport.Eviction(
+            hash: victim.hash, size: victim.entry.bodySize, reason: victim.reason,
+            lastAccess: Date(millisecondsSince1970: victim.entry.lastAccess),
+            expiresAt: victim.entry.expiresAt == .max ? nil : Date(millisecondsSince1970: victim.entry.expiresAt))
+    }
+}

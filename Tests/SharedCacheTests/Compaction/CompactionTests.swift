@@ -1,0 +1,183 @@
+import Foundation
+import Testing
+
+@testable import SharedCache
+
+@Suite("Compaction and verification")
+struct CompactionTests {
+    static let quickGrace = Configuration(
+        sizeLimit: 10_000, journalRetention: .zero, recencyInterval: .zero, evictionGracePeriod: .milliseconds(50))
+
+    @Test func expiredEntriesGoFirstAndTheRestStays() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace)
+        for index in 0..<5 {
+            try cache.put(
+                key: "old \(index)", data: Data(count: 100), metadata: EntryMetadata(expiry: .at(.distantPast)))
+            try cache.put(key: "new \(index)", data: Data(count: 100))
+        }
+        let report = try cache.compact()
+        #expect(report.expiredCount == 5)
+        #expect(report.evictedForSpaceCount == 0)
+        #expect(report.entriesBefore == 10 && report.entriesAfter == 5)
+        #expect(try cache.statistics().entryCount == 5)
+        for index in 0..<5 { #expect(try cache.get(key: "new \(index)") != nil) }
+        #expect(try blobFiles(in: directory("cache")).count == 5)
+        #expect(try cache.verify().isClean)
+    }
+
+    /// Entries read by another process are recent; the ones nobody read go first.
+    @Test func sizeTrimmingFollowsAccessesJournaledByAnotherProcess() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace)
+        for index in 0..<10 {
+            try cache.put(key: "k\(index)", data: Data(count: 1000))
+            Thread.sleep(forTimeInterval: 0.003)  // distinct put times
+        }
+        // Another process reads the five oldest entries; with a zero recency interval each hit
+        // is journaled.
+        for index in 0..<5 {
+            let read = try Worker.run(
+                ["get", directory("cache"), "k\(index)"], environment: ["SHAREDCACHE_TEST_RECENCY_MS": "0"])
+            #expect(read.status == 0)
+        }
+        try cache.put(key: "k10", data: Data(count: 1000))  // 11,000 bytes > 10,000
+
+        let report = try cache.compact()
+        // Down to 9,000 bytes: the two least recently used go, k5 and k6, not the older k0...k4.
+        #expect(report.evictions.map(\.hash) == [KeyHash(key: "k5"), KeyHash(key: "k6")])
+        #expect(report.evictions.allSatisfy { $0.reason == .size })
+        #expect(report.bytesAfter == 9000)
+        #expect(try cache.get(key: "k0") != nil)
+        #expect(try cache.get(key: "k5") == nil)
+    }
+
+    @Test func evictionsAreJournaledBeforeTheirBlobsAreUnlinked() throws {
+        let directory = try TemporaryDirectory()
+        var configuration = Self.quickGrace
+        configuration.evictionGracePeriod = .seconds(1)
+        let cache = try SharedCache(directory: directory("cache"), configuration: configuration)
+        try cache.put(key: "victim", data: Data("pinned body".utf8), metadata: EntryMetadata(expiry: .at(.distantPast)))
+        let blob = directory("cache/blobs/\(try #require(try blobFiles(in: directory("cache")).first))")
+        let pinned = try #require(FileHandle(forReadingAtPath: blob))  // a reader that opened it
+
+        let compactor = try Compactor(cache: cache)
+        let report = try compactor.pass(CompactionOptions())
+        #expect(report.expiredCount == 1)
+        // Journaled, so no process finds it any more, but the blob waits out its grace period.
+        #expect(try cache.get(key: "victim") == nil)
+        #expect(FileManager.default.fileExists(atPath: blob))
+        #expect(try compactor.unlinkPendingBlobs(waitingForGracePeriod: false) == 0)
+        #expect(compactor.nextUnlinkDue != nil)
+
+        // After the grace period the blob is unlinked; the reader that pinned it still reads it whole.
+        let collected = try Compactor.unlinkingNow(compactor)
+        #expect(collected == 1)
+        #expect(!FileManager.default.fileExists(atPath: blob))
+        let body = try pinned.readToEnd() ?? Data()
+        #expect(body.suffix(11) == Data("pinned body".utf8))
+    }
+
+    @Test func aSecondCompactorIsRefusedWithTheHoldersProcessID() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        let first = try Compactor(cache: cache)
+        #expect(try cache.compactorProcessID() == getpid())
+        do {
+            _ = try Compactor(cache: try SharedCache(directory: directory("cache")))
+            Issue.record("a second compactor started")
+        } catch {
+            #expect(error.code == .busy)
+            #expect(error.message.contains("process \(getpid())"))
+        }
+        #expect(errorCode { try cache.compact() } == "busy")
+        withExtendedLifetime(first) {}
+    }
+
+    @Test func noCompactorMeansNoProcessID() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        #expect(try cache.compactorProcessID() == nil)
+        _ = try cache.compact()
+        #expect(try cache.compactorProcessID() == nil)
+    }
+
+    @Test func aDryRunChangesNothing() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace)
+        for index in 0..<20 { try cache.put(key: "k\(index)", data: Data(count: 1000)) }
+        let journal = try Data(contentsOf: URL(fileURLWithPath: directory("cache/journal/0000000000000001")))
+        let manifest = try Data(contentsOf: URL(fileURLWithPath: directory("cache/manifest")))
+        let blobs = try blobFiles(in: directory("cache")).sorted()
+
+        let report = try cache.compact(CompactionOptions(dryRun: true))
+        #expect(report.dryRun)
+        #expect(report.evictions.count == 11)  // 20,000 bytes down to 9,000
+        #expect(report.checkpoint == nil)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory("cache/journal/0000000000000001"))) == journal)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory("cache/manifest"))) == manifest)
+        #expect(try blobFiles(in: directory("cache")).sorted() == blobs)
+        #expect(try cache.statistics().entryCount == 20)
+    }
+
+    @Test func verifyRepairsPlantedDamageAndThenIsClean() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        for index in 0..<6 { try cache.put(key: "k\(index)", data: Data(repeating: UInt8(index), count: 500)) }
+        #expect(try cache.verify().isClean)
+        let blobs = try blobFiles(in: directory("cache")).sorted()
+
+        try FileManager.default.removeItem(atPath: directory("cache/blobs/\(blobs[0])"))  // a deleted blob
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: directory("cache/blobs/\(blobs[1])")))
+        bytes[bytes.count - 3] ^= 0x40  // a flipped byte
+        try bytes.write(to: URL(fileURLWithPath: directory("cache/blobs/\(blobs[1])")))
+        let stray = "blobs/ab/\(String(repeating: "ab", count: 32)).0123456789abcdef"
+        try Data("stray".utf8).write(to: URL(fileURLWithPath: directory("cache/\(stray)")))  // a stray blob
+        try backdate(directory("cache/\(stray)"))
+        _ = FileManager.default.createFile(atPath: directory("cache/blobs/notes.txt"), contents: Data())
+
+        let found = try cache.verify()
+        #expect(!found.isClean)
+        #expect(Set(found.problems.map(\.kind)) == [.missingBlob, .damagedBlob, .orphanBlob, .foreignFile])
+        #expect(try blobFiles(in: directory("cache")).count == 7)  // looking changed nothing
+
+        let repaired = try cache.verify(repair: true)
+        #expect(repaired.isClean)
+        #expect(repaired.problems.count == 4)
+        let again = try SharedCache(directory: directory("cache")).verify()
+        #expect(again.isClean)
+        #expect(again.problems.isEmpty)
+        #expect(again.entriesChecked == 4)
+        let intact = try (0..<6).filter { try cache.get(key: "k\($0)")?.data == Data(repeating: UInt8($0), count: 500) }
+        #expect(intact.count == 4)
+    }
+
+    @Test func verifyRepairsADamagedJournalTail() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        try cache.put(key: "a", data: Data("a".utf8))
+        let segment = URL(fileURLWithPath: directory("cache/journal/0000000000000001"))
+        var bytes = try Data(contentsOf: segment)
+        try cache.put(key: "b", data: Data("b".utf8))
+        bytes = try Data(contentsOf: segment)
+        bytes[bytes.count - 5] ^= 0xFF
+        try bytes.write(to: segment)
+        let reader = try SharedCache(directory: directory("cache"))
+        #expect(try reader.verify().problems.map(\.kind).contains(.damagedJournal))
+        #expect(try reader.verify(repair: true).isClean)
+        // The record for b is gone, so its blob is now an orphan a later sweep collects; a is fine.
+        #expect(try SharedCache(directory: directory("cache")).get(key: "a")?.data == Data("a".utf8))
+    }
+}
+
+extension Compactor {
+    /// Waits out the grace period of everything pending and unlinks it.
+    static func unlinkingNow(_ compactor: Compactor) throws -> Int {
+        try compactor.unlinkPendingBlobs(waitingForGracePeriod: true)
+    }
+}
+
+/// Sets a file's modification time an hour back: old enough to be no one's work in progress.
+func backdate(_ path: String) throws {
+    try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -3600)], ofItemAtPath: path)
+}

@@ -1,0 +1,181 @@
+import Foundation
+import Testing
+
+@testable import SharedCache
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+@Suite("sharedcached, the compactor daemon", .serialized)
+struct SharedCachedTests {
+    /// A cache with `count` entries of `size` bytes, over a `limit`, expiring ones first if asked.
+    static func filledCache(_ path: String, count: Int, size: Int, limit: UInt64, expired: Int = 0) throws
+        -> SharedCache
+    {
+        let cache = try SharedCache(
+            directory: path,
+            configuration: Configuration(
+                sizeLimit: limit, journalRetention: .zero, evictionGracePeriod: .milliseconds(20)))
+        for index in 0..<count {
+            let expiry: Expiry? = index < expired ? .at(.distantPast) : nil
+            try cache.put(key: "k\(index)", data: Data(count: size), metadata: EntryMetadata(expiry: expiry))
+        }
+        return cache
+    }
+
+    @Test func onePassEvictsLogsOneLineAndExits() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try Self.filledCache(directory("cache"), count: 30, size: 1000, limit: 20_000, expired: 5)
+        let result = try Tool.daemon.run(["--dir", directory("cache"), "--once"])
+        #expect(result.status == 0)
+        #expect(result.output.isEmpty)
+        let lines = result.errors.split(separator: "\n")
+        #expect(lines.count == 1)
+        #expect(lines.first?.hasPrefix("sharedcached: pass: 5 expired, 7 evicted for space") == true)
+        #expect(try cache.statistics().entryCount == 18)
+        #expect(try cache.statistics().totalBytes <= 18_000)
+        #expect(try blobFiles(in: directory("cache")).count == 18)
+        #expect(try cache.verify().isClean)
+    }
+
+    @Test func aDryRunPrintsWhatItWouldEvictAndChangesNothing() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try Self.filledCache(directory("cache"), count: 30, size: 1000, limit: 20_000, expired: 5)
+        let journal = try Data(contentsOf: URL(fileURLWithPath: directory("cache/journal/0000000000000001")))
+        let result = try Tool.daemon.run(["--dir=\(directory("cache"))", "--dry-run"])
+        #expect(result.status == 0)
+        let lines = result.output.split(separator: "\n")
+        #expect(lines.count == 13)
+        #expect(lines.filter { $0.contains("reason expired") }.count == 5)
+        #expect(lines.filter { $0.contains("reason size") }.count == 7)
+        #expect(lines.last?.hasPrefix("would evict 12 of 30 entries") == true)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory("cache/journal/0000000000000001"))) == journal)
+        #expect(try cache.statistics().entryCount == 30)
+        #expect(try blobFiles(in: directory("cache")).count == 30)
+    }
+
+    @Test func aSecondDaemonSaysWhoHoldsTheDirectoryAndExits75() throws {
+        let directory = try TemporaryDirectory()
+        _ = try SharedCache(directory: directory("cache"))
+        let (first, _, firstErrors) = try Tool.daemon.start(["--dir", directory("cache")])
+        let reader = LineReader(firstErrors)
+        #expect(reader.next()?.contains("compacting") == true)
+        let second = try Tool.daemon.run(["--dir", directory("cache")])
+        #expect(second.status == 75)
+        #expect(second.errors.contains("process \(first.processIdentifier) is already compacting"))
+        kill(first.processIdentifier, SIGTERM)
+        first.waitUntilExit()
+        #expect(first.terminationStatus == 0)
+    }
+
+    @Test func badUsageExits64() throws {
+        #expect(try Tool.daemon.run(["--interval", "soon"]).status == 64)
+        #expect(try Tool.daemon.run(["--no-such-option"]).status == 64)
+        #expect(try Tool.daemon.run(["extra"]).status == 64)
+        let help = try Tool.daemon.run(["--help"])
+        #expect(help.status == 0)
+        #expect(help.output.contains("usage: sharedcached"))
+    }
+
+    /// SIGTERM at different moments of a pass: the daemon exits 0 and the directory verifies.
+    @Test(arguments: [0, 2, 5, 10, 20])
+    func sigtermInTheMiddleOfAPassLeavesADirectoryThatVerifies(delayMilliseconds: Int) throws {
+        let directory = try TemporaryDirectory()
+        let cache = try Self.filledCache(directory("cache"), count: 3000, size: 10, limit: 3000)
+        let (daemon, _, errors) = try Tool.daemon.start(["--dir", directory("cache"), "-d"])
+        let reader = LineReader(errors)
+        #expect(reader.next()?.contains("compacting") == true)
+        usleep(UInt32(delayMilliseconds * 1000))
+        kill(daemon.processIdentifier, SIGTERM)
+        // Drain its log (one line per eviction with -d) so it is never blocked writing it.
+        let log = reader.lines(until: "sharedcached: stopped")
+        daemon.waitUntilExit()
+        #expect(daemon.terminationStatus == 0)
+        #expect(log.allSatisfy { !$0.contains("error") })
+        let report = try SharedCache(directory: directory("cache")).verify()
+        #expect(report.isClean, "\(report.problems)")
+        #expect(try cache.statistics().entryCount <= 3000)
+    }
+
+    @Test func sighupRereadsTheSharedLimits() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try Self.filledCache(directory("cache"), count: 20, size: 1000, limit: 100_000)
+        let (daemon, _, errors) = try Tool.daemon.start(["--dir", directory("cache")])
+        let reader = LineReader(errors)
+        #expect(reader.next()?.contains("compacting") == true)
+        #expect(reader.next()?.contains("pass: 0 expired, 0 evicted") == true)
+        let config = "size-limit = 10000\nentry-limit = 0\ndefault-expiry = 604800\n"
+        try Data(config.utf8).write(to: URL(fileURLWithPath: directory("cache/config")))
+        kill(daemon.processIdentifier, SIGHUP)
+        #expect(reader.next()?.contains("re-read \(directory("cache"))/config: limit 10 KB") == true)
+        // Over its new limit, the directory is compacted at once: 20,000 bytes down to 9,000.
+        let pass = reader.next() ?? ""
+        #expect(pass.contains("pass: 0 expired, 11 evicted for space"), "\(pass)")
+        #expect(try cache.statistics().totalBytes == 9000)
+        kill(daemon.processIdentifier, SIGTERM)
+        daemon.waitUntilExit()
+        #expect(daemon.terminationStatus == 0)
+    }
+
+    /// The daemon runs while 4 client processes write past the limit for 30 s: the total stays
+    /// within the limit plus what arrives during a pass, every eviction is journaled (the
+    /// directory verifies: no entry lost its blob) and reaches a subscriber in another process.
+    @Test func keepsFourWritersWithinTheLimitForThirtySeconds() throws {
+        let directory = try TemporaryDirectory()
+        let limit: UInt64 = 2_000_000
+        let cache = try SharedCache(directory: directory("cache"), configuration: Configuration(sizeLimit: limit))
+        let (subscriber, subscriberOutput, _) = try Worker.start(["subscribe", directory("cache"), "events"])
+        let events = LineReader(subscriberOutput)
+        #expect(events.next() == "ready")
+        let (daemon, _, daemonErrors) = try Tool.daemon.start(["--dir", directory("cache"), "-d"])
+        let logReader = LineReader(daemonErrors)
+        #expect(logReader.next()?.contains("compacting") == true)
+        let log = BackgroundLines(logReader)
+        let heardLines = BackgroundLines(events)
+
+        let writers = try (1...4).map { try Worker.start(["flood", directory("cache"), "\($0)", "30", "10000"]) }
+        var largest: UInt64 = 0
+        while writers.contains(where: { $0.0.isRunning }) {
+            largest = max(largest, try cache.statistics().totalBytes)
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        var puts = 0
+        for (process, output, _) in writers {
+            let counts = Worker.counters(
+                String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0)
+            #expect(counts["violations"] == 0)
+            puts += counts["puts"] ?? 0
+        }
+        #expect(UInt64(puts) * 10_000 > 5 * limit)  // they really wrote far past the limit
+        #expect(largest <= limit + limit / 4, "peaked at \(largest) bytes")
+
+        // Let the daemon catch up, stop it, and end the subscriber.
+        Thread.sleep(forTimeInterval: 0.5)
+        kill(daemon.processIdentifier, SIGTERM)
+        let evicted = Set(
+            log.all().compactMap { line -> String? in
+                let fields = line.split(separator: " ")
+                return fields.count > 2 && fields[1] == "evicted" ? String(fields[2]) : nil
+            })
+        daemon.waitUntilExit()
+        #expect(daemon.terminationStatus == 0)
+        try cache.put(key: "__end__", data: Data())
+        try cache.remove(key: "__end__")
+        let heard = Set(
+            heardLines.all().compactMap { line -> String? in
+                let fields = line.split(separator: " ")
+                return fields.count == 3 && fields[2] == "size" ? String(fields[1]) : nil
+            })
+        subscriber.waitUntilExit()
+        #expect(evicted.count > 100)
+        #expect(evicted == heard)
+        #expect(try cache.statistics().totalBytes <= limit)
+        let report = try cache.verify()
+        #expect(report.isClean, "\(report.problems.prefix(5))")
+    }
+}

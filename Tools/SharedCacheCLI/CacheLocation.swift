@@ -1,0 +1,62 @@
+import Foundation
+
+/// Where the tools find the cache directory when `--dir` is not given.
+package enum CacheLocation {
+    /// `$SHAREDCACHE_DIR`; else `$XDG_CACHE_HOME/sharedcache` or `~/.cache/sharedcache` (Linux),
+    /// `~/Library/Caches/SharedCache` (macOS).
+    package static func resolve(
+        _ explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment
+    )
+        -> String
+    {
+        if let explicit { return explicit }
+        if let directory = environment["SHAREDCACHE_DIR"], !directory.isEmpty { return directory }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        #if os(macOS) || os(iOS)
+        return "\(home)/Library/Caches/SharedCache"
+        #else
+        if let cache = environment["XDG_CACHE_HOME"], cache.hasPrefix("/") { return "\(cache)/sharedcache" }
+        return "\(home)/.cache/sharedcache"
+        #endif
+    }
+}
+
+/// Durations as people type them: `90`, `90s`, `15m`, `12h`, `7d`.
+package enum DurationText {
+    package static func parse(_ text: String) -> Duration? {
+        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        var digits = Substring(text)
+        var scale: Int64 = 1
+        if let last = digits.last, let unit = units[last] {
+            scale = unit
+            digits = digits.dropLast()
+        }
+        guard let count = Int64(digits), count >= 0 else { return nil }
+        return .seconds(count * scale)
+    }
+
+    /// `1d 2h`, `15m`, `42s`: the largest two units.
+    package static func format(_ duration: Duration) -> String {
+        var seconds = duration.components.seconds
+        var parts: [String] = []
+        for (unit, size) in [("d", Int64(86400)), ("h", 3600), ("m", 60), ("s", 1)]
+        where seconds >= size || (size == 1 && parts.isEmpty) {
+            parts.append("\(seconds / size)\(unit)")
+            seconds %= size
+            if parts.count == 2 { break }
+        }
+        return parts.joined(separator: " ")
+    }
+}
+
+/// Byte counts as people read them: `512 B`, `1.5 KB`, `96.1 MB`.
+package func formatBytes(_ bytes: UInt64) -> String {
+    let units = ["B", "KB", "MB", "GB", "TB"]
+    var value = Double(bytes)
+    var unit = 0
+    while value >= 1000 && unit < units.count - 1 {
+        value /= 1000
+        unit += 1
+    }
+    return unit == 0 ? "\(bytes) B" : String(format: value < 10 ? "%.1f %@" : "%.0f %@", value, units[unit])
+}

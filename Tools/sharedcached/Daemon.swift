@@ -1,0 +1,177 @@
+import Dispatch
+import Foundation
+import SharedCache
+import SharedCacheCLI
+
+/// The daemon's life: open, hold the compactor lock, then passes until a signal says stop.
+///
+/// A pass runs on the interval, as soon as the journal shows the directory over a limit, or when
+/// evicted blobs are due to be unlinked. Signals only set flags and wake the loop, so a pass
+/// always ends at a step boundary.
+final class Daemon: @unchecked Sendable {
+    private let directory: String
+    private let verbose: Bool
+    private let interval: Duration
+    private let terminal: Terminal
+    private let wake = DispatchSemaphore(value: 0)
+    private let flags = LockedFlags()
+    private var signalSources: [any DispatchSourceSignal] = []
+
+    init(directory: String, verbose: Bool, interval: Duration, terminal: Terminal) {
+        self.directory = directory
+        self.verbose = verbose
+        self.interval = interval
+        self.terminal = terminal
+    }
+
+    func run(once: Bool, dryRun: Bool) -> ExitStatus {
+        do {
+            return try runChecked(once: once || dryRun, dryRun: dryRun)
+        } catch {
+            terminal.warn(error.description)
+            return ExitStatus(error)
+        }
+    }
+
+    private func runChecked(once: Bool, dryRun: Bool) throws(SharedCacheError) -> ExitStatus {
+        let cache = try SharedCache(directory: directory)
+        let compactor = try Compactor(cache: cache)
+        installSignalHandlers()
+        log("compacting \(directory) (pid \(getpid()))", always: !once)
+
+        // Follow the journal like any client: a change may put the directory over a limit.
+        let subscription = cache.onJournalChange { [wake] in wake.signal() }
+        defer { subscription.cancel() }
+
+        var lastPass = ContinuousClock.now
+        var firstPass = true
+        while true {
+            if flags.take(\.reload) {
+                try cache.reloadConfiguration()
+                log("re-read \(directory)/config: \(limits(cache.configuration))", always: true)
+            }
+            if flags.get(\.stop) { break }
+            let dueToInterval = ContinuousClock.now - lastPass >= interval
+            let dueToUnlink = compactor.nextUnlinkDue.map { $0 <= Int64(Date().timeIntervalSince1970 * 1000) } ?? false
+            let overLimit = try overLimit(cache)
+            if firstPass || dueToInterval || overLimit {
+                firstPass = false
+                lastPass = .now
+                let report = try compactor.pass(
+                    CompactionOptions(dryRun: dryRun, sweepOrphans: dueToInterval || once),
+                    shouldStop: { [flags] in flags.get(\.stop) })
+                describe(report, cache: cache)
+            } else if dueToUnlink {
+                let unlinked = try compactor.unlinkPendingBlobs(waitingForGracePeriod: false)
+                log("unlinked \(unlinked) evicted blob\(unlinked == 1 ? "" : "s")", always: false)
+            }
+            if once || flags.get(\.stop) { break }
+            _ = wake.wait(timeout: .now() + nextWait(compactor))
+        }
+        // Evicted blobs are journaled already; unlink them after their (short) grace period
+        // rather than leave them for the next compactor's orphan sweep.
+        let unlinked = try compactor.unlinkPendingBlobs(waitingForGracePeriod: true)
+        if unlinked > 0 { log("unlinked \(unlinked) evicted blob\(unlinked == 1 ? "" : "s")", always: false) }
+        if !once { log("stopped", always: true) }
+        return .success
+    }
+
+    /// Whether the directory is over its size or entry limit right now.
+    private func overLimit(_ cache: SharedCache) throws(SharedCacheError) -> Bool {
+        let statistics = try cache.statistics()
+        let configuration = cache.configuration
+        return (configuration.sizeLimit > 0 && statistics.totalBytes > configuration.sizeLimit)
+            || (configuration.entryLimit > 0 && UInt64(statistics.entryCount) > configuration.entryLimit)
+    }
+
+    /// Until the next interval pass or the next evicted blob falls due, whichever is first.
+    private func nextWait(_ compactor: Compactor) -> DispatchTimeInterval {
+        var milliseconds = Int(interval.components.seconds * 1000)
+        if let due = compactor.nextUnlinkDue {
+            milliseconds = min(milliseconds, max(1, Int(due - Int64(Date().timeIntervalSince1970 * 1000))))
+        }
+        return .milliseconds(milliseconds)
+    }
+
+    private func describe(_ report: CompactionReport, cache: SharedCache) {
+        if report.dryRun {
+            for eviction in report.evictions {
+                let expiry = eviction.expiresAt.map { ", expired \($0.formatted(.iso8601))" } ?? ""
+                terminal.print(
+                    "would evict \(eviction.hash.hex) \(formatBytes(eviction.size)) reason \(eviction.reason) "
+                        + "(last access \(eviction.lastAccess.formatted(.iso8601))\(expiry))")
+            }
+            terminal.print(
+                "would evict \(report.evictions.count) of \(report.entriesBefore) entries, "
+                    + "leaving \(report.entriesAfter) entries, \(formatBytes(report.bytesAfter)) "
+                    + "(\(limits(cache.configuration)))")
+            return
+        }
+        if verbose {
+            for eviction in report.evictions {
+                log(
+                    "evicted \(eviction.hash.hex) \(formatBytes(eviction.size)) reason \(eviction.reason)",
+                    always: false)
+            }
+        }
+        let checkpoint = report.checkpoint.map { ", checkpoint \($0.generation)" } ?? ""
+        let stopped = report.stoppedEarly ? ", stopped early" : ""
+        log(
+            "pass: \(report.expiredCount) expired, \(report.evictedForSpaceCount) evicted for space, "
+                + "\(report.orphansRemoved) orphans; \(report.entriesAfter) entries, \(formatBytes(report.bytesAfter)) "
+                + "(\(limits(cache.configuration)))\(checkpoint)\(stopped), "
+                + String(format: "%.3f s", seconds(report.duration)),
+            always: true)
+    }
+
+    private func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    private func limits(_ configuration: Configuration) -> String {
+        let size = configuration.sizeLimit == 0 ? "no size limit" : "limit \(formatBytes(configuration.sizeLimit))"
+        let entries = configuration.entryLimit == 0 ? "" : ", \(configuration.entryLimit) entries"
+        return size + entries
+    }
+
+    /// One line on stderr: always for pass summaries and lifecycle, otherwise only with -d.
+    private func log(_ message: String, always: Bool) {
+        guard always || verbose else { return }
+        terminal.warn(message)
+    }
+
+    private func installSignalHandlers() {
+        for (number, flag) in [(SIGTERM, \Flags.stop), (SIGINT, \Flags.stop), (SIGHUP, \Flags.reload)] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [flags, wake] in
+                flags.set(flag)
+                wake.signal()
+            }
+            source.resume()
+            signalSources.append(source)
+        }
+    }
+}
+
+struct Flags {
+    var stop = false
+    var reload = false
+}
+
+/// Flags set by signal handlers on one queue and read by the loop on another.
+final class LockedFlags: @unchecked Sendable {
+    private var flags = Flags()
+    private let lock = NSLock()
+
+    func set(_ flag: WritableKeyPath<Flags, Bool>) { lock.withLock { flags[keyPath: flag] = true } }
+    func get(_ flag: KeyPath<Flags, Bool>) -> Bool { lock.withLock { flags[keyPath: flag] } }
+
+    /// Reads and clears a flag.
+    func take(_ flag: WritableKeyPath<Flags, Bool>) -> Bool {
+        lock.withLock {
+            defer { flags[keyPath: flag] = false }
+            return flags[keyPath: flag]
+        }
+    }
+}
