@@ -13,6 +13,7 @@ let package = Package(
     platforms: [.macOS(.v13), .iOS(.v16)],
     products: [
         .library(name: "SharedCache", targets: ["SharedCache"]),
+        .executable(name: "sharedcache", targets: ["sharedcache"]),
         .executable(name: "sharedcached", targets: ["sharedcached"]),
         .executable(name: "sharedcache-bench", targets: ["sharedcache-bench"]),
     ],
@@ -24,11 +25,18 @@ let package = Package(
             dependencies: ["CSharedCacheSupport"],
             swiftSettings: swiftSettings
         ),
-        // What both command-line tools share: argument grammar, exit statuses, output.
+        // What both command-line tools share: argument grammar, exit statuses, output, and the
+        // compactor loop (sharedcached runs it; sharedcache demo runs it as a child process).
         .target(
             name: "SharedCacheCLI",
             dependencies: ["SharedCache"],
             path: "Tools/SharedCacheCLI",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "sharedcache",
+            dependencies: ["SharedCache", "SharedCacheCLI"],
+            path: "Tools/sharedcache",
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -52,7 +60,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SharedCacheTests",
-            dependencies: ["SharedCache", "SharedCacheCLI", "sharedcache-test-worker", "sharedcached"],
+            dependencies: ["SharedCache", "SharedCacheCLI", "sharedcache-test-worker", "sharedcache", "sharedcached"],
             swiftSettings: swiftSettings
         ),
     ],

@@ -1,6 +1,6 @@
 /// The command-line grammar both tools share: `--name=value`, `--name value`, `-x`, `-x value`,
 /// and `--` ending the options. Options may come before or after positional arguments.
-package struct Arguments {
+package struct Arguments: Sendable {
     /// What one option is.
     package struct Option: Sendable {
         package var names: [String]

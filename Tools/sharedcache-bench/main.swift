@@ -65,6 +65,7 @@ if CommandLine.arguments.count >= 3, CommandLine.arguments[1] == "--role" {
     switch CommandLine.arguments[2] {
     case "removal-subscriber": try runRemovalSubscriber(directory: arguments[0])
     case "idle-subscriber": try runIdleSubscriber(directory: arguments[0], seconds: Double(arguments[1])!)
+    case "compact": try runCompaction(directory: arguments[0])
     #if os(Linux)
     case "inotify-reader": runInotifyReader(file: arguments[0])
     #endif
@@ -114,6 +115,7 @@ let notifications = options.quick ? 200 : 2000
 let notification = try removalLatency(in: "\(runRoot)/notify", count: notifications)
 let idleSeconds = options.quick ? 2.0 : 10.0
 let idleCPU = try idleSubscriberCPU(in: "\(runRoot)/notify", seconds: idleSeconds)
+let compaction = try compactionAtScale(in: "\(runRoot)/scale", entries: options.quick ? 100_000 : 1_000_000)
 
 func format(_ value: Double) -> String { String(format: value < 10 ? "%.2f" : "%.1f", value) }
 func formatRate(_ value: Double) -> String {
@@ -152,6 +154,15 @@ print(
     "An idle subscriber process used \(format(Double(idleCPU) / 1000)) ms of CPU in \(Int(idleSeconds)) s "
         + "(one journal check per second; the fallback poll interval bounds a missed wake-up to 1 s).")
 print("")
+print("| compaction pass, \(compaction.entries) entries, evicting \(compaction.evicted) | value | target |")
+print("|---|---|---|")
+print("| open the cache (load the index) | \(format(compaction.openMilliseconds)) ms | |")
+print(
+    "| pass: plan, journal, unlink, checkpoint | \(format(compaction.passMilliseconds)) ms | ≤ 3000 ms at 1,000,000 |")
+print("| orphan sweep of every blob file | \(format(compaction.orphanSweepMilliseconds)) ms | |")
+print("| peak resident memory of the compactor | \(format(compaction.peakResidentMegabytes)) MB | ≤ 200 MB |")
+print("| checkpoint (manifest) size | \(format(compaction.manifestBytesPerEntry)) B/entry | |")
+print("")
 print(
     "Manifest: \(opening.manifestBytes) bytes for \(openEntries) entries "
         + "(\(opening.manifestBytes / max(1, openEntries)) B/entry). "
@@ -170,6 +181,7 @@ if let json = options.json {
         var notification: Measurement
         var idleSubscriberCPUMicroseconds: Int
         var idleSeconds: Double
+        var compaction: CompactionMeasurement
     }
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -177,6 +189,6 @@ if let json = options.json {
         rows: rows, openEntries: openEntries, openFromJournalMilliseconds: opening.journal,
         openFromManifestMilliseconds: opening.manifest, manifestBytes: opening.manifestBytes,
         notificationFloor: notification.floor, notification: notification.cache,
-        idleSubscriberCPUMicroseconds: idleCPU, idleSeconds: idleSeconds)
+        idleSubscriberCPUMicroseconds: idleCPU, idleSeconds: idleSeconds, compaction: compaction)
     try encoder.encode(report).write(to: URL(fileURLWithPath: json))
 }

@@ -4,6 +4,7 @@ import Foundation
 import SharedCache
 import SharedCacheCLI
 
+resetSignalMask()
 let terminal = Terminal(tool: "sharedcached")
 let help = """
     usage: sharedcached [--dir PATH] [-d] [--once] [--dry-run] [--interval DURATION]

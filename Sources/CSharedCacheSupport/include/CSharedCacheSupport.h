@@ -22,4 +22,14 @@ void scs_sha256(const void *data, size_t length, uint8_t digest[32]);
 /// On other systems it always fails with ENOSYS; Darwin callers use `renameatx_np` instead.
 int scs_rename_noreplace(int from_dir, const char *from, int to_dir, const char *to);
 
+/// Atomically adds `value` to the 64-bit counter at `counter` (which must be 8-byte aligned, and
+/// may live in memory shared between processes by mmap(2)). Returns the previous value.
+uint64_t scs_atomic_add_u64(uint64_t *counter, uint64_t value);
+
+/// Atomically reads the 64-bit counter at `counter`.
+uint64_t scs_atomic_load_u64(const uint64_t *counter);
+
+/// Atomically raises the 64-bit value at `counter` to at least `value`.
+void scs_atomic_max_u64(uint64_t *counter, uint64_t value);
+
 #endif

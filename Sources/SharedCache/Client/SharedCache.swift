@@ -27,6 +27,8 @@ public final class SharedCache: Sendable {
     let directoryLock: DirectoryLock
     let blobs: BlobStore
     let state: Locked<State>
+    /// Activity counters shared by every process of the directory; `nil` if `stats` is unusable.
+    let counters: SharedCounters?
 
     struct State {
         var live: LiveIndex
@@ -82,6 +84,9 @@ public final class SharedCache: Sendable {
         self.directory = directory
         self.directoryLock = lock
         self.blobs = BlobStore(directory: directory)
+        let counters = SharedCounters.open(in: directory)
+        self.counters = counters
+        live.counters = counters
         var statistics = Statistics(
             entryCount: 0, totalBytes: 0, sizeLimit: shared.sizeLimit, journalGeneration: 0, journalSequence: 0)
         statistics.rebuiltOnOpen = rebuilt
@@ -120,6 +125,7 @@ public final class SharedCache: Sendable {
             switch result {
             case .found(let header, let data):
                 count { $0.hits += 1 }
+                counters?.add(.hits)
                 recordAccessIfDue(hash, entry: entry, now: now)
                 return CacheHit(data: data, entry: CacheEntry(header))
             case .missing where attempt == 0:
@@ -131,6 +137,7 @@ public final class SharedCache: Sendable {
             break
         }
         count { $0.misses += 1 }
+        counters?.add(.misses)
         return nil
     }
 
@@ -325,6 +332,7 @@ public final class SharedCache: Sendable {
                 statistics.journalSequence = live.cursor.lastSequence
                 statistics.journalRepairs = live.journalRepairs
                 statistics.resynchronizations = live.resynchronizations
+                statistics.directory = counters.map(DirectoryActivity.init)
                 return statistics
             }
         }

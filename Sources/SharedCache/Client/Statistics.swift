@@ -27,4 +27,44 @@ public struct Statistics: Sendable, Hashable {
     public var resynchronizations: Int = 0
     /// Whether opening found the manifest missing or corrupt and rebuilt it from the blobs.
     public var rebuiltOnOpen: Bool = false
+    /// What every process using the directory did; `nil` if the counters file is unusable.
+    public var directory: DirectoryActivity?
+}
+
+public import Foundation
+
+/// What every process using a directory did, from counters they share (`<root>/stats`).
+///
+/// Each count is exact, except that a process killed between an operation and its count loses
+/// that one count. Entry and byte totals are not counted here: they come from the index.
+public struct DirectoryActivity: Sendable, Hashable {
+    /// When the counters started (the directory's creation).
+    public var since: Date
+    public var hits: UInt64
+    public var misses: UInt64
+    public var stores: UInt64
+    /// Conditional requests answered 304 (the HTTP client).
+    public var revalidations: UInt64
+    /// Bodies downloaded with a 200 (the HTTP client).
+    public var downloads: UInt64
+    /// Removals by reason: evictions (expired, size), removes, clears, supersessions, discards.
+    public var removals: [RemovalReason: UInt64]
+    /// Compaction passes, by any compactor.
+    public var compactions: UInt64
+    public var lastCompaction: Date?
+
+    init(_ counters: SharedCounters) {
+        since = Date(millisecondsSince1970: counters.createdAt)
+        hits = counters.value(.hits)
+        misses = counters.value(.misses)
+        stores = counters.value(.stores)
+        revalidations = counters.value(.revalidations)
+        downloads = counters.value(.downloads)
+        var removals: [RemovalReason: UInt64] = [:]
+        for reason in RemovalReason.allCases where reason != .unknown { removals[reason] = counters.removals(reason) }
+        self.removals = removals
+        compactions = counters.value(.compactions)
+        let last = counters.value(.lastCompactionAt)
+        lastCompaction = last == 0 ? nil : Date(millisecondsSince1970: Int64(last))
+    }
 }

@@ -135,6 +135,8 @@ package final class Compactor: Sendable {
         }
         report.checkpoint = try cache.checkpoint()
         if options.sweepOrphans && !shouldStop() { report.orphansRemoved = try sweepOrphans() }
+        cache.counters?.add(.compactions)
+        cache.counters?.raise(.lastCompactionAt, to: UInt64(Clock.nowMilliseconds()))
         return report
     }
 

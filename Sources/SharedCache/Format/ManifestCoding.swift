@@ -21,43 +21,57 @@ enum ManifestCoding {
     static let magic: [UInt8] = Array("SCMF".utf8)
     static let headerSize = 64
     static let entrySize = 72
+    static let trailerSize = 4
 
     struct Header: Equatable, Sendable {
         var generation: UInt64
         var lastSequence: UInt64
         var entryCount: UInt64
         var createdAt: Int64
+        /// Bytes per entry as stored; at least ``entrySize``.
+        var storedEntrySize: Int = ManifestCoding.entrySize
+
+        /// The exact size of a manifest with this header.
+        var fileSize: Int { headerSize + Int(entryCount) * storedEntrySize + trailerSize }
     }
 
-    static func encode(_ header: Header, entries: some Collection<(KeyHash, IndexEntry)>) -> [UInt8] {
-        var writer = ByteWriter(capacity: headerSize + entries.count * entrySize + 4)
+    // The pieces are separate so a manifest of a million entries can be written and read in
+    // chunks, with the entries' checksum carried along, instead of whole in memory.
+
+    static func encodeHeader(_ header: Header) -> [UInt8] {
+        var writer = ByteWriter(capacity: headerSize)
         writer.append(bytes: magic)
         writer.append(FormatVersion.current.major)
         writer.append(FormatVersion.current.minor)
         writer.append(header.generation)
         writer.append(header.lastSequence)
-        writer.append(UInt64(entries.count))
+        writer.append(header.entryCount)
         writer.append(UInt32(entrySize))
         writer.append(UInt32(0))
         writer.append(header.createdAt)
         writer.append(bytes: repeatElement(UInt8(0), count: 12))
         writer.appendChecksum()
-        for (hash, entry) in entries {
-            writer.append(hash)
-            writer.append(entry.blobID)
-            writer.append(entry.bodySize)
-            writer.append(entry.storedAt)
-            writer.append(entry.expiresAt)
-            writer.append(entry.lastAccess)
-        }
-        writer.appendChecksum(from: headerSize)
         return writer.bytes
     }
 
-    /// Decodes and checks a whole manifest, calling `visit` for each entry in order.
-    static func decode(
-        _ bytes: UnsafeRawBufferPointer, reserve: (Int) -> Void = { _ in }, visit: (KeyHash, IndexEntry) -> Void
-    ) throws(FormatError) -> Header {
+    static func encodeEntry(_ hash: KeyHash, _ entry: IndexEntry, into writer: inout ByteWriter) {
+        writer.append(hash)
+        writer.append(entry.blobID)
+        writer.append(entry.bodySize)
+        writer.append(entry.storedAt)
+        writer.append(entry.expiresAt)
+        writer.append(entry.lastAccess)
+    }
+
+    /// The trailer for entries whose bytes have the (unmasked) CRC32C `entriesChecksum`.
+    static func encodeTrailer(entriesChecksum: UInt32) -> [UInt8] {
+        var writer = ByteWriter(capacity: trailerSize)
+        writer.append(CRC32C.mask(entriesChecksum))
+        return writer.bytes
+    }
+
+    /// Decodes and checks the 64-byte header.
+    static func decodeHeader(_ bytes: UnsafeRawBufferPointer) throws(FormatError) -> Header {
         var reader = ByteReader(bytes)
         try reader.expectMagic(magic)
         let major: UInt16 = try reader.read()
@@ -71,18 +85,20 @@ enum ManifestCoding {
         let createdAt: Int64 = try reader.read()
         _ = try reader.readBytes(12)
         try reader.verifyChecksum()
-
-        guard storedEntrySize >= entrySize, count <= UInt64(Int.max / storedEntrySize) else {
+        guard storedEntrySize >= entrySize, count <= UInt64(Int.max / 2 / storedEntrySize) else {
             throw .invalidField("entry size \(storedEntrySize)")
         }
-        guard bytes.count == headerSize + Int(count) * storedEntrySize + 4 else { throw .truncated }
-        var entriesReader = ByteReader(bytes, offset: headerSize)
-        _ = try entriesReader.readBytes(Int(count) * storedEntrySize)
-        try entriesReader.verifyChecksum(from: headerSize)
+        return Header(
+            generation: generation, lastSequence: lastSequence, entryCount: count, createdAt: createdAt,
+            storedEntrySize: storedEntrySize)
+    }
 
-        reserve(Int(count))
-        for index in 0..<Int(count) {
-            var entry = ByteReader(bytes, offset: headerSize + index * storedEntrySize)
+    /// Decodes whole entries from `chunk` (a multiple of the stored entry size).
+    static func decodeEntries(
+        _ chunk: UnsafeRawBufferPointer, storedEntrySize: Int, visit: (KeyHash, IndexEntry) -> Void
+    ) throws(FormatError) {
+        for start in stride(from: 0, to: chunk.count, by: storedEntrySize) {
+            var entry = ByteReader(chunk, offset: start)
             let hash = try entry.readHash()
             visit(
                 hash,
@@ -90,6 +106,36 @@ enum ManifestCoding {
                     blobID: try entry.read(), bodySize: try entry.read(), storedAt: try entry.read(),
                     expiresAt: try entry.read(), lastAccess: try entry.read()))
         }
-        return Header(generation: generation, lastSequence: lastSequence, entryCount: count, createdAt: createdAt)
+    }
+
+    /// The checksum stored in a trailer.
+    static func decodeTrailer(_ bytes: UnsafeRawBufferPointer) throws(FormatError) -> UInt32 {
+        var reader = ByteReader(bytes)
+        return CRC32C.unmask(try reader.read())
+    }
+
+    /// A whole manifest in memory (tests and small caches).
+    static func encode(_ header: Header, entries: some Collection<(KeyHash, IndexEntry)>) -> [UInt8] {
+        var counted = header
+        counted.entryCount = UInt64(entries.count)
+        var writer = ByteWriter(capacity: counted.fileSize)
+        writer.append(bytes: encodeHeader(counted))
+        for (hash, entry) in entries { encodeEntry(hash, entry, into: &writer) }
+        writer.appendChecksum(from: headerSize)
+        return writer.bytes
+    }
+
+    /// Decodes and checks a whole manifest in memory, calling `visit` for each entry.
+    static func decode(
+        _ bytes: UnsafeRawBufferPointer, reserve: (Int) -> Void = { _ in }, visit: (KeyHash, IndexEntry) -> Void
+    ) throws(FormatError) -> Header {
+        let header = try decodeHeader(UnsafeRawBufferPointer(rebasing: bytes[..<min(bytes.count, headerSize)]))
+        guard bytes.count == header.fileSize else { throw .truncated }
+        let entries = UnsafeRawBufferPointer(rebasing: bytes[headerSize..<(bytes.count - trailerSize)])
+        let stored = try decodeTrailer(UnsafeRawBufferPointer(rebasing: bytes[(bytes.count - trailerSize)...]))
+        guard stored == CRC32C.checksum(entries) else { throw .checksumMismatch }
+        reserve(Int(header.entryCount))
+        try decodeEntries(entries, storedEntrySize: header.storedEntrySize, visit: visit)
+        return header
     }
 }

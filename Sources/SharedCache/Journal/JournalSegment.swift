@@ -65,11 +65,12 @@ final class JournalSegment {
         let name = name(generation)
         let bytes = SegmentHeader(generation: generation, firstSequence: firstSequence).encoded()
         do {
-            try bytes.withUnsafeBytes { raw in
-                try directory.publishNewFile(purpose: "segment", [raw], durable: durable) { temporary in
+            try directory.publishNewFile(
+                purpose: "segment", durable: durable,
+                write: { file in try bytes.withUnsafeBytes { try file.writeAll($0) } },
+                publish: { temporary in
                     try System.renameWithoutReplacing(at: directory.descriptor.rawValue, temporary, to: name)
-                }
-            }
+                })
         } catch let error as SystemError {
             // Another process created it first; its contents are the same.
             guard error.errno == EEXIST else { throw error }

@@ -72,11 +72,10 @@ struct BlobStore: Sendable {
     /// - Parameter durable: flush the file before the rename and its directory after it.
     func write(_ header: BlobHeader, body: UnsafeRawBufferPointer, durable: Bool) throws -> UInt64 {
         let headerBytes = header.encoded()
-        let blobID = try headerBytes.withUnsafeBytes { headerRaw in
-            try directory.publishNewFile(purpose: "blob", [headerRaw, body], durable: durable) { temporary in
-                try publish(temporary, hash: header.keyHash)
-            }
-        }
+        let blobID = try directory.publishNewFile(
+            purpose: "blob", durable: durable,
+            write: { file in try headerBytes.withUnsafeBytes { try file.writeAll([$0, body]) } },
+            publish: { temporary in try publish(temporary, hash: header.keyHash) })
         if durable { try directory.synchronizeDirectory(containing: Self.path(header.keyHash, blobID)) }
         return blobID
     }

@@ -10,7 +10,7 @@ extension CacheDirectory {
     /// The names a directory may hold before its `format` file exists: an initialisation that
     /// died half-way, which the next opener finishes.
     private static let layoutNames: Set<String> = [
-        FormatVersion.fileName, ConfigurationFile.fileName, lockFile, manifestFile, daemonFile,
+        FormatVersion.fileName, ConfigurationFile.fileName, lockFile, manifestFile, daemonFile, SharedCounters.fileName,
         journalDirectory, blobsDirectory, temporaryDirectory,
     ]
 

@@ -90,22 +90,23 @@ final class CacheDirectory: Sendable {
         return bytes
     }
 
-    /// Creates `name` (which must not exist) holding `parts` in order, flushed with `durable`.
+    /// Creates `name` (which must not exist) and lets `write` fill it, flushed with `durable`.
     /// The descriptor is closed before this returns.
-    func writeNewFile(_ name: String, _ parts: [UnsafeRawBufferPointer], durable: Bool) throws {
+    func writeNewFile(_ name: String, durable: Bool, _ write: (borrowing FileDescriptor) throws -> Void) throws {
         let file = try open(name, flags: O_WRONLY | O_CREAT | O_EXCL)
-        try file.writeAll(parts)
+        try write(file)
         if durable { try file.synchronizeData() }
     }
 
     /// Writes a new file under `tmp/` and hands its name to `publish` (which renames it into
     /// place); if anything fails, the temporary file is removed.
     func publishNewFile<Result>(
-        purpose: String, _ parts: [UnsafeRawBufferPointer], durable: Bool, _ publish: (String) throws -> Result
+        purpose: String, durable: Bool, write: (borrowing FileDescriptor) throws -> Void,
+        publish: (String) throws -> Result
     ) throws -> Result {
         let temporary = Self.temporaryName(for: purpose)
         do {
-            try writeNewFile(temporary, parts, durable: durable)
+            try writeNewFile(temporary, durable: durable, write)
             return try publish(temporary)
         } catch {
             try? removeFile(temporary)
@@ -113,17 +114,21 @@ final class CacheDirectory: Sendable {
         }
     }
 
-    /// Replaces `name` with `bytes` atomically: written to `tmp/`, then renamed over `name`.
+    /// Replaces `name` atomically with what `write` writes: the new file is written in `tmp/`,
+    /// then renamed over `name`.
     ///
     /// Readers see the old file or the new one, never a mix. With `durable`, the file is flushed
     /// before the rename and the directory after it, so the new file also survives a power loss.
-    func replaceFile(_ name: String, with bytes: [UInt8], durable: Bool) throws {
-        try bytes.withUnsafeBytes { raw in
-            try publishNewFile(purpose: name, [raw], durable: durable) { temporary in
-                try System.rename(at: descriptor.rawValue, temporary, to: name)
-            }
+    func replaceFile(_ name: String, durable: Bool, writing write: (borrowing FileDescriptor) throws -> Void) throws {
+        try publishNewFile(purpose: name, durable: durable, write: write) { temporary in
+            try System.rename(at: descriptor.rawValue, temporary, to: name)
         }
         if durable { try synchronizeDirectory(containing: name) }
+    }
+
+    /// Replaces `name` with `bytes` atomically; see ``replaceFile(_:durable:writing:)``.
+    func replaceFile(_ name: String, with bytes: [UInt8], durable: Bool) throws {
+        try replaceFile(name, durable: durable) { file in try bytes.withUnsafeBytes { try file.writeAll($0) } }
     }
 
     /// Flushes the directory that holds `name`, making a rename or unlink in it durable.

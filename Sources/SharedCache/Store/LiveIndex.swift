@@ -18,6 +18,9 @@ final class LiveIndex {
     private var earlierRepairs = 0
     var journalRepairs: Int { earlierRepairs + cursor.repairs }
 
+    /// The directory's shared activity counters; appends by this process count into them.
+    var counters: SharedCounters?
+
     /// Whether applied removals are kept in ``pendingRemovals`` for the owner to deliver; on
     /// only while someone subscribes.
     var collectsRemovals = false
@@ -133,6 +136,17 @@ final class LiveIndex {
         index.apply(record)
     }
 
+    /// Counts a record this process appended, before it is applied.
+    private func count(_ record: JournalRecord) {
+        guard let counters else { return }
+        switch record {
+        case .stored: counters.add(.stores)
+        case .removed(let removed): counters.addRemovals(removed.reason)
+        case .cleared: counters.addRemovals(.cleared, UInt64(index.count))
+        case .sealed, .accessed, .unknown: break
+        }
+    }
+
     /// Hands over the removals collected so far.
     func takePendingRemovals() -> [Removal] {
         defer { pendingRemovals = [] }
@@ -185,7 +199,10 @@ final class LiveIndex {
             if !records.isEmpty {
                 let first = cursor.lastSequence + 1
                 try cursor.append(records, durable: durable)
-                for (offset, record) in records.enumerated() { apply(record, sequence: first + UInt64(offset)) }
+                for (offset, record) in records.enumerated() {
+                    count(record)
+                    apply(record, sequence: first + UInt64(offset))
+                }
             }
             return decision
         }

@@ -1,14 +1,13 @@
 import Dispatch
 import Foundation
 import SharedCache
-import SharedCacheCLI
 
 /// The daemon's life: open, hold the compactor lock, then passes until a signal says stop.
 ///
 /// A pass runs on the interval, as soon as the journal shows the directory over a limit, or when
 /// evicted blobs are due to be unlinked. Signals only set flags and wake the loop, so a pass
 /// always ends at a step boundary.
-final class Daemon: @unchecked Sendable {
+package final class Daemon: @unchecked Sendable {
     private let directory: String
     private let verbose: Bool
     private let interval: Duration
@@ -17,14 +16,17 @@ final class Daemon: @unchecked Sendable {
     private let flags = LockedFlags()
     private var signalSources: [any DispatchSourceSignal] = []
 
-    init(directory: String, verbose: Bool, interval: Duration, terminal: Terminal) {
+    /// Create the daemon before the process starts other threads: it routes its signals to
+    /// dispatch sources, which only works for threads started afterwards.
+    package init(directory: String, verbose: Bool, interval: Duration, terminal: Terminal) {
+        routeSignalsToDispatch(Self.signals.map(\.0))
         self.directory = directory
         self.verbose = verbose
         self.interval = interval
         self.terminal = terminal
     }
 
-    func run(once: Bool, dryRun: Bool) -> ExitStatus {
+    package func run(once: Bool, dryRun: Bool) -> ExitStatus {
         do {
             return try runChecked(once: once || dryRun, dryRun: dryRun)
         } catch {
@@ -140,9 +142,13 @@ final class Daemon: @unchecked Sendable {
         terminal.warn(message)
     }
 
+    /// What each handled signal asks for: SIGTERM and SIGINT stop, SIGHUP reloads.
+    private static var signals: [(Int32, WritableKeyPath<Flags, Bool>)] {
+        [(SIGTERM, \Flags.stop), (SIGINT, \Flags.stop), (SIGHUP, \Flags.reload)]
+    }
+
     private func installSignalHandlers() {
-        for (number, flag) in [(SIGTERM, \Flags.stop), (SIGINT, \Flags.stop), (SIGHUP, \Flags.reload)] {
-            signal(number, SIG_IGN)
+        for (number, flag) in Self.signals {
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { [flags, wake] in
                 flags.set(flag)

@@ -1,0 +1,69 @@
+import Foundation
+import SharedCache
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// A compaction pass at scale: `entries` entries of 100 bytes, the size limit set so that the
+// pass evicts 10% of them. The pass runs in a helper process, so its peak resident memory is
+// that of a compactor alone: the index it loads, the plan, the journal writes, the checkpoint.
+
+struct CompactionMeasurement: Codable {
+    var entries: Int
+    var evicted: Int
+    var openMilliseconds: Double
+    var passMilliseconds: Double
+    var orphanSweepMilliseconds: Double
+    var peakResidentMegabytes: Double
+    var manifestBytesPerEntry: Double
+}
+
+/// Child role: open the cache, run one pass (no orphan sweep), then a sweep-only pass; print
+/// the numbers as JSON.
+func runCompaction(directory: String) throws -> Never {
+    var start = now()
+    let cache = try SharedCache(directory: directory, configuration: Configuration(evictionGracePeriod: .zero))
+    let opened = Double(now() - start) / 1e6
+    start = now()
+    let report = try cache.compact(CompactionOptions(sweepOrphans: false))
+    let pass = Double(now() - start) / 1e6
+    start = now()
+    _ = try cache.compact(CompactionOptions(sweepOrphans: true))
+    let sweep = Double(now() - start) / 1e6
+    var usage = rusage()
+    #if os(Linux)
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    let peak = Double(usage.ru_maxrss) / 1024  // kilobytes on Linux
+    #else
+    getrusage(RUSAGE_SELF, &usage)
+    let peak = Double(usage.ru_maxrss) / 1024 / 1024  // bytes on Darwin
+    #endif
+    let checkpoint = report.checkpoint!
+    let measurement = CompactionMeasurement(
+        entries: report.entriesBefore, evicted: report.evictions.count, openMilliseconds: opened,
+        passMilliseconds: pass, orphanSweepMilliseconds: sweep, peakResidentMegabytes: peak,
+        manifestBytesPerEntry: Double(checkpoint.manifestBytes) / Double(max(1, checkpoint.entryCount)))
+    FileHandle.standardOutput.write(try JSONEncoder().encode(measurement) + Data("\n".utf8))
+    exit(0)
+}
+
+/// Fills a cache with `entries` entries, then measures a pass in a helper process.
+func compactionAtScale(in root: String, entries: Int) throws -> CompactionMeasurement {
+    let size = 100
+    let total = UInt64(entries * size)
+    // Just over the limit: trimming to 90% of it evicts a tenth of the entries.
+    let cache = try SharedCache(
+        directory: root, configuration: Configuration(sizeLimit: total - 1, recencyInterval: .seconds(86400)))
+    let body = Data(repeating: 0x42, count: size)
+    for index in 0..<entries {
+        try cache.put(key: "https://example.com/scale/\(index)", data: body)
+    }
+    try cache.checkpoint()
+    let child = try ChildProcess(role: "compact", [root])
+    let line = child.nextLine()
+    child.finish()
+    return try JSONDecoder().decode(CompactionMeasurement.self, from: Data(line.utf8))
+}
