@@ -15,21 +15,34 @@ struct CompactionMeasurement: Codable {
     var entries: Int
     var evicted: Int
     var openMilliseconds: Double
+    /// Plan, journal the evictions, checkpoint: everything but unlinking the blobs.
     var passMilliseconds: Double
+    /// Unlinking the evicted blobs, after their grace period.
+    var unlinkMilliseconds: Double
+    /// The floor for that: unlinking as many same-size files in the same filesystem.
+    var unlinkFloorMilliseconds: Double
     var orphanSweepMilliseconds: Double
     var peakResidentMegabytes: Double
     var manifestBytesPerEntry: Double
 }
 
-/// Child role: open the cache, run one pass (no orphan sweep), then a sweep-only pass; print
-/// the numbers as JSON.
+/// Child role: open the cache, run one pass (no orphan sweep) and unlink what it evicted, then
+/// a sweep-only pass; print the numbers as JSON.
 func runCompaction(directory: String) throws -> Never {
     var start = now()
     let cache = try SharedCache(directory: directory, configuration: Configuration(evictionGracePeriod: .zero))
     let opened = Double(now() - start) / 1e6
     start = now()
-    let report = try cache.compact(CompactionOptions(sweepOrphans: false))
-    let pass = Double(now() - start) / 1e6
+    let report: CompactionReport
+    let unlinked: Double
+    do {
+        let compactor = try Compactor(cache: cache)
+        report = try compactor.pass(CompactionOptions(sweepOrphans: false))
+        let planned = now()
+        _ = try compactor.unlinkPendingBlobs(waitingForGracePeriod: true)
+        unlinked = Double(now() - planned) / 1e6
+    }
+    let pass = Double(now() - start) / 1e6 - unlinked
     start = now()
     _ = try cache.compact(CompactionOptions(sweepOrphans: true))
     let sweep = Double(now() - start) / 1e6
@@ -44,10 +57,34 @@ func runCompaction(directory: String) throws -> Never {
     let checkpoint = report.checkpoint!
     let measurement = CompactionMeasurement(
         entries: report.entriesBefore, evicted: report.evictions.count, openMilliseconds: opened,
-        passMilliseconds: pass, orphanSweepMilliseconds: sweep, peakResidentMegabytes: peak,
+        passMilliseconds: pass, unlinkMilliseconds: unlinked,
+        unlinkFloorMilliseconds: unlinkFloor(besides: directory, count: report.evictions.count),
+        orphanSweepMilliseconds: sweep, peakResidentMegabytes: peak,
         manifestBytesPerEntry: Double(checkpoint.manifestBytes) / Double(max(1, checkpoint.entryCount)))
     FileHandle.standardOutput.write(try JSONEncoder().encode(measurement) + Data("\n".utf8))
     exit(0)
+}
+
+/// Creates `count` files the size of a 100-byte blob in 256 folders next to the cache, then
+/// times unlinking them: what the evictions' unlinks cost at the least on this filesystem.
+func unlinkFloor(besides directory: String, count: Int) -> Double {
+    let root = directory + "-unlink-floor"
+    let bytes = [UInt8](repeating: 0x42, count: 184)
+    var paths: [String] = []
+    for index in 0..<count {
+        let folder = "\(root)/\(String(format: "%02x", index % 256))"
+        if index < 256 { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        let path = "\(folder)/\(String(format: "%064x", index)).0000000000000001"
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        paths.append(path)
+    }
+    let start = now()
+    for path in paths { unlink(path) }
+    let elapsed = Double(now() - start) / 1e6
+    try? FileManager.default.removeItem(atPath: root)
+    return elapsed
 }
 
 /// Fills a cache with `entries` entries, then measures a pass in a helper process.

@@ -22,6 +22,7 @@ struct Options {
     var quick = false
     var directory: String? = nil
     var json: String? = nil
+    var compactionOnly = false
 
     init(_ arguments: ArraySlice<String>) {
         var arguments = arguments
@@ -34,6 +35,7 @@ struct Options {
             }
             switch name {
             case "--quick": quick = true
+            case "--compaction-only": compactionOnly = true
             case "--dir": directory = value()
             case "--json": json = value()
             case "-h", "--help": usage(nil)
@@ -48,7 +50,7 @@ extension Array where Element == String {
 }
 
 func usage(_ problem: String?) -> Never {
-    let text = "usage: sharedcache-bench [--quick] [--dir DIR] [--json FILE]\n"
+    let text = "usage: sharedcache-bench [--quick] [--compaction-only] [--dir DIR] [--json FILE]\n"
     if let problem {
         FileHandle.standardError.write(Data("sharedcache-bench: \(problem)\n\(text)".utf8))
         exit(64)
@@ -87,8 +89,29 @@ struct Row: Codable {
     var target: Double
 }
 
-var rows: [Row] = []
+/// The compaction table.
+func printCompaction(_ compaction: CompactionMeasurement) {
+    print("| compaction pass, \(compaction.entries) entries, evicting \(compaction.evicted) | value | target |")
+    print("|---|---|---|")
+    print("| open the cache (load the index) | \(format(compaction.openMilliseconds)) ms | |")
+    print(
+        "| pass: plan, journal, checkpoint | \(format(compaction.passMilliseconds)) ms | ≤ 3000 ms at 1,000,000 |")
+    print("| then unlink the evicted blobs | \(format(compaction.unlinkMilliseconds)) ms | |")
+    print("| floor: unlink as many same-size files | \(format(compaction.unlinkFloorMilliseconds)) ms | |")
+    print("| orphan sweep of every blob file | \(format(compaction.orphanSweepMilliseconds)) ms | |")
+    print("| peak resident memory of the compactor | \(format(compaction.peakResidentMegabytes)) MB | ≤ 200 MB |")
+    print("| checkpoint (manifest) size | \(format(compaction.manifestBytesPerEntry)) B/entry | |")
+}
+
 let scale = options.quick ? 10 : 1
+let compactionEntries = options.quick ? 100_000 : 1_000_000
+if options.compactionOnly {
+    printCompaction(try compactionAtScale(in: "\(runRoot)/scale", entries: compactionEntries))
+    try? FileManager.default.removeItem(atPath: runRoot)
+    exit(0)
+}
+
+var rows: [Row] = []
 let workloads: [(size: Int, keys: Int)] = [(1024, 20_000 / scale), (100 * 1024, 2_000 / scale)]
 
 for (size, keys) in workloads {
@@ -115,7 +138,7 @@ let notifications = options.quick ? 200 : 2000
 let notification = try removalLatency(in: "\(runRoot)/notify", count: notifications)
 let idleSeconds = options.quick ? 2.0 : 10.0
 let idleCPU = try idleSubscriberCPU(in: "\(runRoot)/notify", seconds: idleSeconds)
-let compaction = try compactionAtScale(in: "\(runRoot)/scale", entries: options.quick ? 100_000 : 1_000_000)
+let compaction = try compactionAtScale(in: "\(runRoot)/scale", entries: compactionEntries)
 
 func format(_ value: Double) -> String { String(format: value < 10 ? "%.2f" : "%.1f", value) }
 func formatRate(_ value: Double) -> String {
@@ -154,14 +177,7 @@ print(
     "An idle subscriber process used \(format(Double(idleCPU) / 1000)) ms of CPU in \(Int(idleSeconds)) s "
         + "(one journal check per second; the fallback poll interval bounds a missed wake-up to 1 s).")
 print("")
-print("| compaction pass, \(compaction.entries) entries, evicting \(compaction.evicted) | value | target |")
-print("|---|---|---|")
-print("| open the cache (load the index) | \(format(compaction.openMilliseconds)) ms | |")
-print(
-    "| pass: plan, journal, unlink, checkpoint | \(format(compaction.passMilliseconds)) ms | ≤ 3000 ms at 1,000,000 |")
-print("| orphan sweep of every blob file | \(format(compaction.orphanSweepMilliseconds)) ms | |")
-print("| peak resident memory of the compactor | \(format(compaction.peakResidentMegabytes)) MB | ≤ 200 MB |")
-print("| checkpoint (manifest) size | \(format(compaction.manifestBytesPerEntry)) B/entry | |")
+printCompaction(compaction)
 print("")
 print(
     "Manifest: \(opening.manifestBytes) bytes for \(openEntries) entries "
