@@ -62,7 +62,8 @@ extension SharedCache {
             state.live.collectsRemovals = state.subscribers.values.contains { $0.wantsRemovals }
             if state.watcher == nil {
                 state.watcher = try? JournalWatcher(
-                    directory: directory, watching: configuration.journalWatching
+                    directory: directory, watching: configuration.journalWatching,
+                    segment: JournalSegment.name(state.live.cursor.segment.generation)
                 ) { [weak self] in self?.refreshForWatcher() }
             }
             return id

@@ -44,10 +44,13 @@ final class JournalWatcher: Sendable {
     private let running = Locked(true)
     private let thread = Locked<Thread?>(nil)
 
-    /// - Parameter onChange: picks up and delivers what changed; returns the journal segment
-    ///   now being read (relative to the cache directory).
+    /// - Parameters:
+    ///   - segment: the journal segment being read now (relative to the cache directory), so a
+    ///     source that watches files (kqueue) sees the very first append.
+    ///   - onChange: picks up and delivers what changed; returns the segment now being read.
     init(
-        directory: CacheDirectory, watching: JournalWatching, onChange: @escaping @Sendable () -> String?
+        directory: CacheDirectory, watching: JournalWatching, segment: String,
+        onChange: @escaping @Sendable () -> String?
     ) throws {
         let stop = try StopSignal()
         let source: any ChangeSource
@@ -57,6 +60,7 @@ final class JournalWatcher: Sendable {
         case .polling:
             source = PollingSource(stop: stop)
         }
+        source.follow(segment: segment)
         stopSignal = stop
         let interval = watching.interval
         let running = running
