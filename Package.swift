@@ -47,7 +47,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "sharedcache-bench",
-            dependencies: ["SharedCache"],
+            dependencies: ["SharedCache", "SharedCacheCLI"],
             path: "Tools/sharedcache-bench",
             swiftSettings: swiftSettings
         ),

@@ -1,13 +1,15 @@
 import Foundation
+import SharedCacheCLI
 
 /// This benchmark re-run as a helper process (`--role NAME ARGS...`), read line by line.
 final class ChildProcess {
     let process = Process()
     private let output = Pipe()
     private let input = Pipe()
-    private var buffer = Data()
+    private let lines: LineReader
 
     init(role: String, _ arguments: [String]) throws {
+        lines = LineReader(output)
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         #if os(macOS)
         process.executableURL = Bundle.main.executableURL
@@ -20,16 +22,8 @@ final class ChildProcess {
 
     /// The next line the child printed, without its newline.
     func nextLine() -> String {
-        while true {
-            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...newline)
-                return line
-            }
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { fatalError("benchmark helper \(process.arguments ?? []) exited early") }
-            buffer.append(chunk)
-        }
+        guard let line = lines.next() else { fatalError("benchmark helper \(process.arguments ?? []) exited early") }
+        return line
     }
 
     /// Closes the child's stdin, which tells it to finish, and waits for it.

@@ -328,9 +328,10 @@ final class ChildLines: @unchecked Sendable {
     private let process = Process()
     private let output = Pipe()
     private let input = Pipe()
-    private var buffer = Data()
+    private let lines: LineReader
 
     init(executable: URL, arguments: [String], readErrors: Bool = false) throws {
+        lines = LineReader(output)
         process.executableURL = executable
         process.arguments = arguments
         process.standardInput = input
@@ -343,18 +344,7 @@ final class ChildLines: @unchecked Sendable {
         try process.run()
     }
 
-    func nextLine() -> String? {
-        while true {
-            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...newline)
-                return line
-            }
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { return nil }
-            buffer.append(chunk)
-        }
-    }
+    func nextLine() -> String? { lines.next() }
 
     var processID: Int32 { process.processIdentifier }
 

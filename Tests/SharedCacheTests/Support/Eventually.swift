@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import SharedCacheCLI
 
 @testable import SharedCache
 
@@ -17,35 +18,6 @@ final class RemovalCollector: Sendable {
         let deadline = Date().addingTimeInterval(timeout)
         while all.count < count && Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
         return all
-    }
-}
-
-/// Reads a child process's output line by line as it arrives. Used by one thread at a time.
-final class LineReader: @unchecked Sendable {
-    private let handle: FileHandle
-    private var buffer = Data()
-
-    init(_ pipe: Pipe) { handle = pipe.fileHandleForReading }
-
-    /// The next line without its newline; `nil` at end of output.
-    func next() -> String? {
-        while true {
-            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...newline)
-                return line
-            }
-            let chunk = handle.availableData
-            if chunk.isEmpty { return buffer.isEmpty ? nil : String(decoding: buffer, as: UTF8.self) }
-            buffer.append(chunk)
-        }
-    }
-
-    /// Lines up to (not including) one equal to `marker`.
-    func lines(until marker: String) -> [String] {
-        var lines: [String] = []
-        while let line = next(), line != marker { lines.append(line) }
-        return lines
     }
 }
 

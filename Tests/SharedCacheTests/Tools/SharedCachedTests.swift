@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 import Testing
 
 @testable import SharedCache
