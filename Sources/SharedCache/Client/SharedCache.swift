@@ -157,13 +157,8 @@ public final class SharedCache: Sendable {
 
     /// Re-reads the directory's shared limits (`config`), as `sharedcached` does on SIGHUP.
     public func reloadConfiguration() throws(SharedCacheError) {
-        let shared = try directory.perform("reading \(path)/config") { () throws -> ConfigurationFile in
-            let bytes = try directory.readFile(ConfigurationFile.fileName) ?? []
-            do {
-                return try ConfigurationFile.decode(bytes, defaults: ConfigurationFile(configuration))
-            } catch let error as FormatError {
-                throw SharedCacheError.corrupt("\(path)/config", path: "\(path)/config", error)
-            }
+        let shared = try directory.perform("reading \(path)/config") {
+            try directory.readConfiguration(defaults: ConfigurationFile(configuration))
         }
         settings.withLock { $0 = $0.adopting(shared) }
     }

@@ -39,17 +39,7 @@ extension CacheDirectory {
                 }
             }
             try directory.checkFormat()
-            let configuration: ConfigurationFile
-            do {
-                let bytes = try directory.readFile(ConfigurationFile.fileName) ?? []
-                configuration = try ConfigurationFile.decode(bytes, defaults: shared)
-            } catch let error as FormatError {
-                throw SharedCacheError(
-                    .corruptData,
-                    "\(path)/config has an invalid \(error); fix it or rewrite it with `sharedcache config`",
-                    path: "\(path)/config")
-            }
-            return (directory, lock, configuration)
+            return (directory, lock, try directory.readConfiguration(defaults: shared))
         }
     }
 
@@ -79,6 +69,18 @@ extension CacheDirectory {
             return try FileDescriptor(path: path, flags: O_RDONLY | O_DIRECTORY)
         } catch {
             throw fail(error)
+        }
+    }
+
+    /// Reads the shared limits in `config`; a name the file leaves out keeps its value in `defaults`.
+    func readConfiguration(defaults: ConfigurationFile) throws -> ConfigurationFile {
+        let bytes = try readFile(ConfigurationFile.fileName) ?? []
+        do {
+            return try ConfigurationFile.decode(bytes, defaults: defaults)
+        } catch {
+            throw SharedCacheError(
+                .corruptData, "\(path)/config has an invalid \(error); fix it or rewrite it with `sharedcache config`",
+                path: "\(path)/config")
         }
     }
 

@@ -59,9 +59,7 @@ final class LiveIndex {
                     }
                     continue
                 }
-                let cursor = JournalCursor(
-                    segment: segment, lastSequence: max(header.lastSequence, segment.header.firstSequence - 1))
-                let live = LiveIndex(directory: directory, index: index, cursor: cursor)
+                let live = LiveIndex(directory: directory, index: index, cursor: cursor(segment, after: header))
                 if try live.advance(repairing: false) == .mustResynchronize { continue }
                 return (live, rebuilt)
             case .missing, .corrupt:
@@ -69,6 +67,11 @@ final class LiveIndex {
                 rebuilt = true
             }
         }
+    }
+
+    /// A cursor at the start of the manifest's segment, past every record the manifest covers.
+    private static func cursor(_ segment: JournalSegment, after header: ManifestCoding.Header) -> JournalCursor {
+        JournalCursor(segment: segment, lastSequence: max(header.lastSequence, segment.header.firstSequence - 1))
     }
 
     /// Writes a new manifest from the blob headers and the newest journal segment.
@@ -169,8 +172,7 @@ final class LiveIndex {
             }
             earlierRepairs += cursor.repairs
             index = fresh
-            cursor = JournalCursor(
-                segment: segment, lastSequence: max(header.lastSequence, segment.header.firstSequence - 1))
+            cursor = Self.cursor(segment, after: header)
             resynchronizations += 1
             if try advance(repairing: false) != .mustResynchronize { return }
         }
