@@ -120,11 +120,11 @@ extension SharedCache {
         let entries = try directory.perform("reading the index") {
             try withState { state in
                 try state.live.refresh()
-                return state.live.index.entries
+                return state.live.index
             }
         }
         return try directory.perform("reading entry headers") {
-            try entries.sorted { ($0.value.lastAccess, $0.key) < ($1.value.lastAccess, $1.key) }
+            try entries.sorted { ($0.entry.lastAccess, $0.hash) < ($1.entry.lastAccess, $1.hash) }
                 .compactMap { hash, entry in try listed(hash, entry) }
         }
     }

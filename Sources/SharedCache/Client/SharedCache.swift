@@ -276,7 +276,7 @@ public final class SharedCache: Sendable {
     /// Removes every entry. Puts that other processes complete after the clear are kept.
     public func clear() throws(SharedCacheError) {
         let removed = try directory.perform("clearing the cache") {
-            try commit { index in ([.cleared(.current)], index.entries) }
+            try commit { index in ([.cleared(.current)], index) }
         }
         for (hash, entry) in removed { try? blobs.remove(hash, blobID: entry.blobID) }
         count { $0.removals += removed.count }

@@ -19,7 +19,7 @@ struct EvictionPlan: Sendable {
     init(index: Index, now: Int64, sizeLimit: UInt64, entryLimit: UInt64) {
         var bytes = index.totalBytes
         var count = UInt64(index.count)
-        for (hash, entry) in index.entries where entry.isExpired(at: now) {
+        for (hash, entry) in index where entry.isExpired(at: now) {
             victims.append(Victim(hash: hash, entry: entry, reason: .expired))
             bytes -= entry.bodySize
             count -= 1
@@ -36,7 +36,7 @@ struct EvictionPlan: Sendable {
         // copying whole entries, which matters at a million of them.
         var recency: [(lastAccess: Int64, size: UInt64)] = []
         recency.reserveCapacity(Int(count))
-        for entry in index.entries.values where !entry.isExpired(at: now) {
+        for (_, entry) in index where !entry.isExpired(at: now) {
             recency.append((entry.lastAccess, entry.bodySize))
         }
         recency.sort { $0.lastAccess < $1.lastAccess }
@@ -54,7 +54,7 @@ struct EvictionPlan: Sendable {
 
         var older: [Victim] = []
         var ties: [Victim] = []
-        for (hash, entry) in index.entries where !entry.isExpired(at: now) && entry.lastAccess <= cutoff {
+        for (hash, entry) in index where !entry.isExpired(at: now) && entry.lastAccess <= cutoff {
             let victim = Victim(hash: hash, entry: entry, reason: .size)
             if entry.lastAccess < cutoff { older.append(victim) } else { ties.append(victim) }
         }

@@ -62,7 +62,7 @@ extension SharedCache {
             }
             let (entries, corruptionStops) = try withState { state in
                 try state.live.refresh()
-                return (state.live.index.entries, state.live.corruptionStops)
+                return (state.live.index, state.live.corruptionStops)
             }
             if corruptionStops > 0 {
                 if repair { try commit { _ in ([], ()) } }  // appending truncates a damaged tail
@@ -116,7 +116,7 @@ extension SharedCache {
     }
 
     private func verifyFiles(
-        against entries: [KeyHash: IndexEntry], repair: Bool, into report: inout VerificationReport
+        against entries: Index, repair: Bool, into report: inout VerificationReport
     ) throws {
         let inFlightCutoff = Clock.nowMilliseconds() - Self.verificationInFlightAge
         func note(_ kind: VerificationReport.Problem.Kind, _ path: String, _ detail: String, removable: Bool) throws {

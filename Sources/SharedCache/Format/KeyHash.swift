@@ -69,6 +69,9 @@ public struct KeyHash: Hashable, Sendable, Comparable, CustomStringConvertible {
         writeHexDigits(w3, width: 16, into: UnsafeMutableRawBufferPointer(rebasing: buffer[48...]))
     }
 
+    /// 64 bits of the hash for a hash table to mix with its seed.
+    var tableBits: UInt64 { w1 }
+
     /// The hash's first byte as two hex digits: the name of its `blobs/` fan-out directory.
     var fanOut: UInt8 { UInt8(w0 >> 56) }
 

@@ -78,7 +78,7 @@ enum ManifestFile {
         try directory.replaceFile(CacheDirectory.manifestFile, durable: durable) { file in
             try ManifestCoding.encodeHeader(header).withUnsafeBytes { try file.writeAll($0) }
             var checksum: UInt32 = 0
-            var entries = index.entries.makeIterator()
+            var entries = index.makeIterator()
             var more = true
             while more {
                 var chunk = ByteWriter(capacity: chunkEntries * ManifestCoding.entrySize)
@@ -103,7 +103,7 @@ enum ManifestFile {
     /// Blobs are the source of truth; a hash with several blobs (a put whose superseded
     /// predecessor was not unlinked yet) keeps the newest. Files that are not blobs are skipped.
     static func scanBlobs(_ store: BlobStore) throws -> Index {
-        var newest: [KeyHash: IndexEntry] = [:]
+        var newest = Index()
         for fanOut in try store.directory.contents(of: CacheDirectory.blobsDirectory) {
             let folder = "\(CacheDirectory.blobsDirectory)/\(fanOut)"
             guard fanOut.utf8.count == 2, store.directory.isDirectory(folder) else { continue }
@@ -121,12 +121,9 @@ enum ManifestFile {
                 {
                     continue
                 }
-                newest[hash] = entry
+                newest.insert(entry, for: hash)
             }
         }
-        var index = Index()
-        index.reserveCapacity(newest.count)
-        for (hash, entry) in newest { index.insert(entry, for: hash) }
-        return index
+        return newest
     }
 }

@@ -127,7 +127,7 @@ final class LiveIndex {
                         hash: removed.hash, key: removed.key.map { String(decoding: $0, as: UTF8.self) },
                         reason: removed.reason, remover: removed.remover, sequence: sequence))
             case .cleared(let remover):
-                for hash in index.entries.keys {
+                for (hash, _) in index {
                     pendingRemovals.append(
                         Removal(hash: hash, key: nil, reason: .cleared, remover: remover, sequence: sequence))
                 }
@@ -165,7 +165,7 @@ final class LiveIndex {
             if collectsRemovals {
                 // The records between our position and the manifest are gone: report every
                 // version we knew that the manifest no longer has.
-                for (hash, entry) in index.entries where fresh[hash]?.blobID != entry.blobID {
+                for (hash, entry) in index where fresh[hash]?.blobID != entry.blobID {
                     pendingRemovals.append(Removal(hash: hash, key: nil, reason: .unknown, remover: nil, sequence: nil))
                 }
                 reportedThrough = max(reportedThrough, header.lastSequence)

@@ -58,7 +58,7 @@ struct EvictionPlanTests {
         #expect(plan.victims.count == 6)
         let hashes = plan.victims.map(\.hash)
         #expect(hashes == hashes.sorted())
-        #expect(hashes == index.entries.keys.sorted().prefix(6).map { $0 })
+        #expect(hashes == index.map(\.hash).sorted().prefix(6).map { $0 })
     }
 
     @Test func noLimitsMeansOnlyExpiry() {

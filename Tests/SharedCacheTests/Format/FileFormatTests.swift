@@ -19,7 +19,7 @@ struct FileFormatTests {
     static func encodeManifest(_ index: Index) -> [UInt8] {
         ManifestCoding.encode(
             ManifestCoding.Header(generation: 3, lastSequence: 77, entryCount: UInt64(index.count), createdAt: 5),
-            entries: index.entries.map { ($0.key, $0.value) })
+            entries: Array(index))
     }
 
     static func decodeManifest(_ bytes: [UInt8]) throws -> (ManifestCoding.Header, [KeyHash: IndexEntry]) {
@@ -36,7 +36,7 @@ struct FileFormatTests {
         #expect(bytes.count == ManifestCoding.headerSize + 100 * ManifestCoding.entrySize + 4)
         let (header, entries) = try Self.decodeManifest(bytes)
         #expect(header == ManifestCoding.Header(generation: 3, lastSequence: 77, entryCount: 100, createdAt: 5))
-        #expect(entries == index.entries)
+        #expect(entries == Dictionary(uniqueKeysWithValues: index.map { ($0.hash, $0.entry) }))
     }
 
     /// sharedcache(5): a manifest of the wrong size is corrupt as a whole.

@@ -134,7 +134,7 @@ extension SharedCache {
     func liveHashes() throws -> [String] {
         try withState { state in
             try state.live.refresh()
-            return state.live.index.entries.keys.map(\.hex)
+            return state.live.index.map(\.hash.hex)
         }
     }
 }
