@@ -74,6 +74,10 @@ package struct JournalLine: Sendable, Codable {
             type = "accessed"
             hash = accessed.hash.hex
             accessedAt = date(accessed.accessedAt)
+        case .freshened(let freshened):
+            type = "freshened"
+            hash = freshened.hash.hex
+            expiresAt = date(freshened.expiresAt)
         case .unknown(let code):
             type = "unknown-\(code)"
         }

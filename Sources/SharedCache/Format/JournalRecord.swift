@@ -16,6 +16,8 @@
 /// type 4 sealed  = next-generation:u64          ; the last record of a segment
 /// type 5 accessed = key-hash:32 blob-id:u64 accessed-at:i64  ; a hit, journaled at most once
 ///                  per recency interval per entry, for least-recently-used eviction
+/// type 6 freshened = key-hash:32 blob-id:u64 stored-at:i64 expires-at:i64  ; a 304 revalidated
+///                  this version: its age counts from stored-at again, and it expires later
 /// remover        = pid:u32 name-size:u8 name    ; the process that removed, for people
 /// ```
 /// Integers are little-endian. Sequence numbers increase by one per record across all segments.
@@ -28,6 +30,7 @@ enum JournalRecord: Equatable, Sendable {
     case cleared(Remover)
     case sealed(nextGeneration: UInt64)
     case accessed(AccessedRecord)
+    case freshened(FreshenedRecord)
     /// A record of a type this version does not know; skipped.
     case unknown(type: UInt8)
 
@@ -41,6 +44,7 @@ enum JournalRecord: Equatable, Sendable {
         case .cleared: 3
         case .sealed: 4
         case .accessed: 5
+        case .freshened: 6
         case .unknown(let type): type
         }
     }
@@ -73,6 +77,16 @@ struct AccessedRecord: Equatable, Sendable {
     var hash: KeyHash
     var blobID: UInt64
     var accessedAt: Int64
+}
+
+/// A conditional request confirmed the stored version (HTTP 304); its headers are unchanged
+/// but for `Date`, `Age` and `Expires`, so only its times move.
+struct FreshenedRecord: Equatable, Sendable {
+    var hash: KeyHash
+    var blobID: UInt64
+    /// When the response was generated, by the origin's account: its age counts from here.
+    var storedAt: Int64
+    var expiresAt: Int64
 }
 
 /// Why an entry was removed, as journaled.
@@ -201,6 +215,11 @@ extension JournalRecord {
             writer.append(record.hash)
             writer.append(record.blobID)
             writer.append(record.accessedAt)
+        case .freshened(let record):
+            writer.append(record.hash)
+            writer.append(record.blobID)
+            writer.append(record.storedAt)
+            writer.append(record.expiresAt)
         case .unknown:
             break
         }
@@ -265,6 +284,11 @@ extension JournalRecord {
         case 5:
             return .accessed(
                 AccessedRecord(hash: try reader.readHash(), blobID: try reader.read(), accessedAt: try reader.read()))
+        case 6:
+            return .freshened(
+                FreshenedRecord(
+                    hash: try reader.readHash(), blobID: try reader.read(), storedAt: try reader.read(),
+                    expiresAt: try reader.read()))
         default:
             return .unknown(type: type)
         }

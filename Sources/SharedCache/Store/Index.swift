@@ -110,6 +110,13 @@ struct Index: Sendable, Sequence {
                 guard entry.blobID == accessed.blobID else { return }
                 entry.lastAccess = Swift.max(entry.lastAccess, accessed.accessedAt)
             }
+        case .freshened(let freshened):
+            modify(freshened.hash) { entry in
+                guard entry.blobID == freshened.blobID else { return }
+                entry.storedAt = freshened.storedAt
+                entry.expiresAt = freshened.expiresAt
+                entry.lastAccess = Swift.max(entry.lastAccess, freshened.storedAt)
+            }
         case .sealed, .unknown:
             break
         }

@@ -131,7 +131,7 @@ final class LiveIndex {
                     pendingRemovals.append(
                         Removal(hash: hash, key: nil, reason: .cleared, remover: remover, sequence: sequence))
                 }
-            case .stored, .sealed, .accessed, .unknown:
+            case .stored, .sealed, .accessed, .freshened, .unknown:
                 break
             }
             reportedThrough = sequence
@@ -146,7 +146,7 @@ final class LiveIndex {
         case .stored: counters.add(.stores)
         case .removed(let removed): counters.addRemovals(removed.reason)
         case .cleared: counters.addRemovals(.cleared, UInt64(index.count))
-        case .sealed, .accessed, .unknown: break
+        case .sealed, .accessed, .freshened, .unknown: break
         }
     }
 
