@@ -30,6 +30,10 @@ public struct Configuration: Sendable, Hashable {
     /// How long a compaction by this process waits after journaling an eviction before it
     /// unlinks the blob, so a reader that found the entry a moment earlier can still open it.
     public var evictionGracePeriod: Duration
+    /// Bytes of recently read and stored bodies this process keeps in memory in front of the
+    /// disk; 0 turns the memory tier off. A copy is never served once any process replaced or
+    /// removed its entry.
+    public var memoryCostLimit: Int
 
     public init(
         sizeLimit: UInt64 = 1 << 30,
@@ -40,7 +44,8 @@ public struct Configuration: Sendable, Hashable {
         journalWatching: JournalWatching = .default,
         journalRetention: Duration = .seconds(60),
         recencyInterval: Duration = .seconds(600),
-        evictionGracePeriod: Duration = .seconds(1)
+        evictionGracePeriod: Duration = .seconds(1),
+        memoryCostLimit: Int = 16 << 20
     ) {
         self.sizeLimit = sizeLimit
         self.entryLimit = entryLimit
@@ -51,6 +56,7 @@ public struct Configuration: Sendable, Hashable {
         self.journalRetention = journalRetention
         self.recencyInterval = recencyInterval
         self.evictionGracePeriod = evictionGracePeriod
+        self.memoryCostLimit = memoryCostLimit
     }
 
     /// This configuration with the shared limits taken from a directory's `config`.

@@ -39,6 +39,13 @@ public final class SharedCache: Sendable {
         var watcher: JournalWatcher?
         /// The journal position change subscribers last heard of.
         var notifiedSequence: UInt64 = 0
+        var memory: MemoryTier
+
+        /// Drops the memory copies of entries the index saw replaced or removed.
+        mutating func forgetChangedEntries() {
+            if live.tracksChanges { memory.drop(live.takeChangedHashes()) }
+            live.tracksChanges = !memory.isEmpty
+        }
 
         /// Hands the removals the index applied to every subscriber, in journal order, and
         /// tells change subscribers when the journal moved.
@@ -59,7 +66,10 @@ public final class SharedCache: Sendable {
     /// Every use of the index goes through here, so no removal is applied unreported.
     func withState<Result>(_ body: (inout State) throws -> Result) throws -> Result {
         try state.withLock { state in
-            defer { state.deliverRemovals() }
+            defer {
+                state.forgetChangedEntries()
+                state.deliverRemovals()
+            }
             return try body(&state)
         }
     }
@@ -90,7 +100,8 @@ public final class SharedCache: Sendable {
         var statistics = Statistics(
             entryCount: 0, totalBytes: 0, sizeLimit: shared.sizeLimit, journalGeneration: 0, journalSequence: 0)
         statistics.rebuiltOnOpen = rebuilt
-        self.state = Locked(State(live: live, statistics: statistics))
+        self.state = Locked(
+            State(live: live, statistics: statistics, memory: MemoryTier(costLimit: configuration.memoryCostLimit)))
     }
 
     /// Opens the cache directory at a file URL.
@@ -115,7 +126,13 @@ public final class SharedCache: Sendable {
         // that first, so a refreshed index points at the replacement or at nothing.
         for attempt in 0..<2 {
             let now = Clock.nowMilliseconds()
-            guard let entry = try currentEntry(hash), !entry.isExpired(at: now) else { break }
+            guard let (entry, held) = try currentEntry(hash, fromMemory: true), !entry.isExpired(at: now) else { break }
+            if let held {
+                count { $0.hits += 1 }
+                counters?.add(.hits)
+                recordAccessIfDue(hash, entry: entry, now: now)
+                return held
+            }
             let result = try directory.perform("reading an entry") {
                 try key.withUTF8 { keyBytes in
                     try blobs.read(
@@ -127,7 +144,9 @@ public final class SharedCache: Sendable {
                 count { $0.hits += 1 }
                 counters?.add(.hits)
                 recordAccessIfDue(hash, entry: entry, now: now)
-                return CacheHit(data: data, entry: CacheEntry(header))
+                let hit = CacheHit(data: data, entry: CacheEntry(header))
+                remember(hit, for: hash, blobID: entry.blobID)
+                return hit
             case .missing where attempt == 0:
                 continue
             case .missing, .damaged:
@@ -183,11 +202,27 @@ public final class SharedCache: Sendable {
 
     /// The index's current entry for `hash`, after picking up other processes' appends.
     private func currentEntry(_ hash: KeyHash) throws(SharedCacheError) -> IndexEntry? {
+        try currentEntry(hash, fromMemory: false)?.entry
+    }
+
+    /// The index's current entry for `hash`, with the memory tier's copy of that version if
+    /// `fromMemory` and it holds one.
+    func currentEntry(_ hash: KeyHash, fromMemory: Bool) throws(SharedCacheError) -> (entry: IndexEntry, held: CacheHit?)? {
         try directory.perform("reading the journal") {
             try withState { state in
                 try state.live.refresh()
-                return state.live.index[hash]
+                guard let entry = state.live.index[hash] else { return nil }
+                let held = fromMemory && !state.memory.isEmpty ? state.memory.hit(hash, blobID: entry.blobID) : nil
+                return (entry, held)
             }
+        }
+    }
+
+    /// Keeps a copy of a body read or stored in the memory tier.
+    func remember(_ hit: CacheHit, for hash: KeyHash, blobID: UInt64) {
+        guard configuration.memoryCostLimit > 0 else { return }
+        _ = try? withState { state in
+            state.memory.insert(hit, for: hash, blobID: blobID)
         }
     }
 
@@ -206,6 +241,16 @@ public final class SharedCache: Sendable {
     public func put(key: String, data: Data, metadata: EntryMetadata = EntryMetadata()) throws(SharedCacheError)
         -> CacheEntry
     {
+        let now = Clock.nowMilliseconds()
+        let expiry = metadata.expiry ?? configuration.defaultExpiry.map { .after($0) } ?? .never
+        return try store(key: key, data: data, metadata: metadata, storedAt: now, expiresAt: expiry.milliseconds(from: now))
+            .entry
+    }
+
+    /// Stores a new version of `key` with the given times; returns it and its blob ID.
+    func store(key: String, data: Data, metadata: EntryMetadata, storedAt: Int64, expiresAt: Int64)
+        throws(SharedCacheError) -> (entry: CacheEntry, blobID: UInt64)
+    {
         let keyBytes = Array(key.utf8)
         let etag = Array((metadata.etag ?? "").utf8)
         let lastModified = Array((metadata.lastModified ?? "").utf8)
@@ -216,20 +261,18 @@ public final class SharedCache: Sendable {
         guard etag.count <= BlobHeader.maximumFieldSize, lastModified.count <= BlobHeader.maximumFieldSize else {
             throw SharedCacheError(.invalidArgument, "an ETag or Last-Modified value is longer than 65,535 bytes")
         }
-        let now = Clock.nowMilliseconds()
-        let expiry = metadata.expiry ?? configuration.defaultExpiry.map { .after($0) } ?? .never
         let hash = keyBytes.withUnsafeBytes { KeyHash(hashing: $0) }
         var header = BlobHeader(
-            bodySize: UInt64(data.count), bodyChecksum: 0, storedAt: now, expiresAt: expiry.milliseconds(from: now),
+            bodySize: UInt64(data.count), bodyChecksum: 0, storedAt: storedAt, expiresAt: expiresAt,
             keyHash: hash, key: keyBytes, etag: etag, lastModified: lastModified, attributes: metadata.attributes)
 
-        try directory.perform("storing an entry") {
+        let blobID = try directory.perform("storing an entry") {
             let blobID = try data.withUnsafeBytes { body in
                 header.bodyChecksum = CRC32C.checksum(body)
                 return try blobs.write(header, body: body, durable: isDurable)
             }
             let stored = StoredRecord(
-                hash: hash, blobID: blobID, bodySize: header.bodySize, storedAt: now, expiresAt: header.expiresAt,
+                hash: hash, blobID: blobID, bodySize: header.bodySize, storedAt: storedAt, expiresAt: expiresAt,
                 key: keyBytes, etag: etag)
             let replaced: UInt64?
             do {
@@ -251,9 +294,12 @@ public final class SharedCache: Sendable {
                 throw error
             }
             if let replaced { try? blobs.remove(hash, blobID: replaced) }
+            return blobID
         }
         count { $0.stores += 1 }
-        return CacheEntry(header)
+        let entry = CacheEntry(header)
+        remember(CacheHit(data: data, entry: entry), for: hash, blobID: blobID)
+        return (entry, blobID)
     }
 
     /// Removes the entry stored under `key`.

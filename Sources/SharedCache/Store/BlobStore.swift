@@ -118,11 +118,28 @@ struct BlobStore: Sendable {
     ///   - expectedSize: the body size the index recorded.
     func read(_ hash: KeyHash, blobID: UInt64, key: UnsafeRawBufferPointer, expectedSize: UInt64) throws -> ReadResult {
         let opened: Int32
+        switch try open(hash, blobID: blobID) {
+        case .opened(let descriptor): opened = descriptor
+        case .missing: return .missing
+        case .damaged(let reason): return .damaged(reason)
+        }
+        let file = FileDescriptor(rawValue: opened)
+        return try read(file, hash: hash, key: key, expectedSize: expectedSize)
+    }
+
+    private enum OpenResult {
+        case opened(Int32)
+        case missing
+        case damaged(String)
+    }
+
+    private func open(_ hash: KeyHash, blobID: UInt64) throws -> OpenResult {
         do {
-            opened = try Self.withPath(hash, blobID) { path throws(SystemError) in
-                try System.open(
-                    at: directory.descriptor.rawValue, cString: path, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
-            }
+            return .opened(
+                try Self.withPath(hash, blobID) { path throws(SystemError) in
+                    try System.open(
+                        at: directory.descriptor.rawValue, cString: path, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+                })
         } catch let error as SystemError {
             switch error.errno {
             case ENOENT: return .missing
@@ -130,7 +147,25 @@ struct BlobStore: Sendable {
             default: throw error
             }
         }
-        let file = FileDescriptor(rawValue: opened)
+    }
+
+    /// Opens a blob and checks its header, so its body stays readable whoever unlinks it: what
+    /// the HTTP client holds while a conditional request is in flight. `nil` when the blob is
+    /// gone or its header is wrong.
+    func pin(_ hash: KeyHash, blobID: UInt64, key: [UInt8], expectedSize: UInt64) throws -> PinnedBlob? {
+        guard case .opened(let opened) = try open(hash, blobID: blobID) else { return nil }
+        let pinned = PinnedBlob(
+            store: self, file: FileDescriptor(rawValue: opened), hash: hash, key: key, expectedSize: expectedSize)
+        guard let header = try readHeader(pinned.file), header.keyHash == hash, header.key == key,
+            header.bodySize == expectedSize
+        else { return nil }
+        return pinned
+    }
+
+    /// Reads and checks the whole blob open as `file`.
+    fileprivate func read(
+        _ file: borrowing FileDescriptor, hash: KeyHash, key: UnsafeRawBufferPointer, expectedSize: UInt64
+    ) throws -> ReadResult {
         // One pread sized from the index (body + this key + room for validators) reads most blobs
         // whole; a read that fills the buffer means there is more, so the file is read again
         // at its real size. Skipping fstat keeps a get to open + pread + close.
@@ -153,7 +188,6 @@ struct BlobStore: Sendable {
             storage.deallocate()
             storage = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
         }
-        file.close()
         guard size >= BlobHeader.fixedSize + 4, UInt64(size) >= expectedSize else {
             return .damaged("\(size) bytes is too short")
         }
@@ -190,7 +224,11 @@ struct BlobStore: Sendable {
         guard let raw = try directory.openIfPresent(path, flags: O_RDONLY | O_NONBLOCK, linkIsAbsence: true) else {
             return nil
         }
-        let file = FileDescriptor(rawValue: raw)
+        return try readHeader(FileDescriptor(rawValue: raw))
+    }
+
+    /// Reads and checks the header of the blob open as `file`; `nil` if it is damaged.
+    private func readHeader(_ file: borrowing FileDescriptor) throws -> BlobHeader? {
         let status = try file.status()
         guard status.isRegularFile else { return nil }
         var bytes = [UInt8](repeating: 0, count: min(Int(status.size), 4096))
@@ -207,5 +245,27 @@ struct BlobStore: Sendable {
             Int64(header.encodedSize) + Int64(header.bodySize) == status.size
         else { return nil }
         return header
+    }
+}
+
+/// A blob held open: unlinking it (an eviction, a replacement) cannot take its body away.
+final class PinnedBlob {
+    private let store: BlobStore
+    fileprivate let file: FileDescriptor
+    private let hash: KeyHash
+    private let key: [UInt8]
+    private let expectedSize: UInt64
+
+    fileprivate init(store: BlobStore, file: consuming FileDescriptor, hash: KeyHash, key: [UInt8], expectedSize: UInt64) {
+        self.store = store
+        self.file = file
+        self.hash = hash
+        self.key = key
+        self.expectedSize = expectedSize
+    }
+
+    /// Reads and checks the body, as ``BlobStore/read(_:blobID:key:expectedSize:)`` does.
+    func read() throws -> BlobStore.ReadResult {
+        try key.withUnsafeBytes { key in try store.read(file, hash: hash, key: key, expectedSize: expectedSize) }
     }
 }

@@ -30,6 +30,13 @@ final class LiveIndex {
     /// even if a resynchronisation replays it.
     private var reportedThrough: UInt64 = 0
 
+    /// Whether the hashes of replaced and removed entries are kept for the owner (its memory
+    /// tier drops their bodies); on only while that tier holds something.
+    var tracksChanges = false
+    /// Hashes whose version changed since the owner last took them; `nil` after a clear or a
+    /// resynchronisation, meaning "anything may have changed".
+    private var changedHashes: [KeyHash]? = []
+
     private init(directory: CacheDirectory, index: Index, cursor: JournalCursor) {
         self.directory = directory
         self.index = index
@@ -117,8 +124,22 @@ final class LiveIndex {
         }
     }
 
+    /// Hands over the hashes changed since the last call; `nil` for "assume all".
+    func takeChangedHashes() -> [KeyHash]? {
+        defer { changedHashes = [] }
+        return changedHashes
+    }
+
     /// Folds one record into the index, first noting the removals it carries.
     private func apply(_ record: JournalRecord, sequence: UInt64) {
+        if tracksChanges {
+            switch record {
+            case .stored(let stored): changedHashes?.append(stored.hash)
+            case .removed(let removed): changedHashes?.append(removed.hash)
+            case .cleared: changedHashes = nil
+            case .sealed, .accessed, .freshened, .unknown: break
+            }
+        }
         if collectsRemovals && sequence > reportedThrough {
             switch record {
             case .removed(let removed):
@@ -171,6 +192,7 @@ final class LiveIndex {
                 reportedThrough = max(reportedThrough, header.lastSequence)
             }
             earlierRepairs += cursor.repairs
+            if tracksChanges { changedHashes = nil }
             index = fresh
             cursor = Self.cursor(segment, after: header)
             resynchronizations += 1

@@ -11,6 +11,10 @@ import Darwin
 
 @Suite("Bad input: wrong paths, foreign files, damage — clear errors or repair, never wrong bytes")
 struct BadInputTests {
+    /// Damage is planted on disk after a put; the memory tier would serve its verified copy of
+    /// the put, so the tests that read damaged blobs turn it off.
+    static let diskOnly = Configuration(memoryCostLimit: 0)
+
     @Test func aPathThatIsAFileIsNotADirectory() throws {
         let directory = try TemporaryDirectory()
         _ = FileManager.default.createFile(atPath: directory("file"), contents: Data("x".utf8))
@@ -94,7 +98,7 @@ struct BadInputTests {
     /// Replace the blob of a live entry with something else; the get must miss and discard it.
     private func plant(_ replacement: (String) throws -> Void) throws -> (SharedCache, TemporaryDirectory) {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"))
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
         try cache.put(key: "victim", data: Data("the real body".utf8))
         let blob = try #require(try blobFiles(in: directory("cache")).first)
         let path = directory("cache/blobs/\(blob)")
@@ -122,7 +126,7 @@ struct BadInputTests {
 
     @Test func anotherKeysBlobPlantedInPlaceIsRejected() throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"))
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
         try cache.put(key: "victim", data: Data("victim body".utf8))
         let victimBlob = try #require(try blobFiles(in: directory("cache")).first)
         try cache.put(key: "intruder", data: Data("intruder body".utf8))
@@ -137,7 +141,7 @@ struct BadInputTests {
     @Test(arguments: [0, 30, 90, -1])
     func aDamagedBlobByteIsAMissAndIsDiscarded(offsetFromBodyEnd: Int) throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"))
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
         let body = Data(repeating: 0x41, count: 100)
         try cache.put(key: "k", data: body)
         let blob = directory("cache/blobs/\(try #require(try blobFiles(in: directory("cache")).first))")

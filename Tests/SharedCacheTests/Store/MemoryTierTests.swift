@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+
+@testable import SharedCache
+
+@Suite("The per-process memory tier: served from memory, never stale")
+struct MemoryTierTests {
+    /// Two instances on one directory coordinate only through its files, as two processes do.
+    @Test func aCopyIsServedUntilAnotherInstanceReplacesOrRemovesTheEntry() throws {
+        let directory = try TemporaryDirectory()
+        let reader = try SharedCache(directory: directory("cache"))
+        let writer = try SharedCache(directory: directory("cache"), configuration: Configuration(memoryCostLimit: 0))
+        try writer.put(key: "k", data: Data("one".utf8))
+        #expect(try reader.get(key: "k")?.data == Data("one".utf8))
+
+        // The blob vanishes behind everyone's back: the reader still has its checked copy.
+        for blob in try blobFiles(in: directory("cache")) {
+            try FileManager.default.removeItem(atPath: directory("cache/blobs/\(blob)"))
+        }
+        #expect(try reader.get(key: "k")?.data == Data("one".utf8))
+
+        try writer.put(key: "k", data: Data("two".utf8))
+        #expect(try reader.get(key: "k")?.data == Data("two".utf8))
+        try writer.remove(key: "k")
+        #expect(try reader.get(key: "k") == nil)
+
+        try writer.put(key: "k", data: Data("three".utf8))
+        #expect(try reader.get(key: "k")?.data == Data("three".utf8))
+        try writer.clear()
+        #expect(try reader.get(key: "k") == nil)
+    }
+
+    @Test func thePutterKeepsACopyToo() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        try cache.put(key: "k", data: Data("body".utf8))
+        for blob in try blobFiles(in: directory("cache")) {
+            try FileManager.default.removeItem(atPath: directory("cache/blobs/\(blob)"))
+        }
+        #expect(try cache.get(key: "k")?.data == Data("body".utf8))
+    }
+
+    @Test func theCostLimitHoldsAndTheLeastRecentlyUsedGoFirst() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        let entry = try cache.put(key: "k", data: Data(repeating: 1, count: 100))
+        var tier = MemoryTier(costLimit: 10_000)
+        let hit = CacheHit(data: Data(repeating: 1, count: 100), entry: entry)
+        let hashes = (0..<200).map { KeyHash(key: "key \($0)") }
+        for (number, hash) in hashes.enumerated() {
+            tier.insert(hit, for: hash, blobID: 1)
+            _ = tier.hit(hashes[0], blobID: 1)  // keep the first one in use
+            #expect(tier.cost <= 10_000, "after \(number + 1) inserts")
+        }
+        #expect(tier.hit(hashes[0], blobID: 1) != nil)
+        #expect(tier.hit(hashes[1], blobID: 1) == nil)
+        #expect(tier.hit(hashes[199], blobID: 1) != nil)
+        // Another version of an entry is a miss, and drops the copy.
+        #expect(tier.hit(hashes[199], blobID: 2) == nil)
+        #expect(tier.hit(hashes[199], blobID: 1) == nil)
+        // A body over a quarter of the limit is not kept.
+        tier.insert(CacheHit(data: Data(count: 3000), entry: entry), for: hashes[5], blobID: 1)
+        #expect(tier.hit(hashes[5], blobID: 1) == nil)
+    }
+}
