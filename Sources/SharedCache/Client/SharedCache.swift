@@ -162,7 +162,7 @@ public final class SharedCache: Sendable {
 
     /// Journals a hit when the entry's last journaled access is older than the recency
     /// interval, so eviction knows what every process reads without a write per hit.
-    private func recordAccessIfDue(_ hash: KeyHash, entry: IndexEntry, now: Int64) {
+    func recordAccessIfDue(_ hash: KeyHash, entry: IndexEntry, now: Int64) {
         let interval = configuration.recencyInterval.milliseconds
         guard now - entry.lastAccess >= interval else { return }
         // Best effort: a failure here must not turn a hit into an error.
@@ -330,7 +330,7 @@ public final class SharedCache: Sendable {
 
     /// Journals the removal of `hash` (of version `blobID`, or whatever version is current),
     /// then unlinks its blob.
-    private func remove(_ hash: KeyHash, key: [UInt8]?, reason: RemovalReason, blobID: UInt64?)
+    func remove(_ hash: KeyHash, key: [UInt8]?, reason: RemovalReason, blobID: UInt64?)
         throws(SharedCacheError) -> Bool
     {
         let removed = try directory.perform("removing an entry") {
@@ -347,7 +347,7 @@ public final class SharedCache: Sendable {
     }
 
     /// Removes a version whose blob is missing or failed its checks.
-    private func discard(_ hash: KeyHash, key: [UInt8], blobID: UInt64) throws(SharedCacheError) {
+    func discard(_ hash: KeyHash, key: [UInt8], blobID: UInt64) throws(SharedCacheError) {
         if try remove(hash, key: key, reason: .corrupt, blobID: blobID) { count { $0.damagedBlobs += 1 } }
     }
 
@@ -379,7 +379,7 @@ public final class SharedCache: Sendable {
         }
     }
 
-    private func count(_ update: (inout Statistics) -> Void) {
+    func count(_ update: (inout Statistics) -> Void) {
         state.withLock { update(&$0.statistics) }
     }
 }

@@ -36,6 +36,11 @@ public struct SharedCacheError: Error, Sendable, CustomStringConvertible {
         public static let unsafePath = Code("unsafePath")
         /// An argument is out of range (a key longer than 64 KiB, for example).
         public static let invalidArgument = Code("invalidArgument")
+        /// ``SharedCache/fetch(_:options:transport:)`` was asked to answer from the cache alone, and
+        /// nothing usable is stored.
+        public static let notCached = Code("notCached")
+        /// An HTTP request failed in the transport (no response); ``SharedCacheError/underlyingError`` has why.
+        public static let network = Code("network")
         /// Any other I/O failure; ``SharedCacheError/errno`` says which.
         public static let ioFailure = Code("ioFailure")
     }
@@ -49,6 +54,8 @@ public struct SharedCacheError: Error, Sendable, CustomStringConvertible {
     public var systemCall: String?
     /// The `errno` the system call left.
     public var errno: Int32?
+    /// The transport's own error, for ``Code/network``.
+    public var underlyingError: (any Error & Sendable)?
 
     public init(
         _ code: Code, _ message: String, path: String? = nil, systemCall: String? = nil, errno: Int32? = nil

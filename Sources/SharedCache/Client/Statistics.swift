@@ -25,6 +25,16 @@ public struct Statistics: Sendable, Hashable {
     public var journalRepairs: Int = 0
     /// Times this process lost its journal position and reloaded from the manifest.
     public var resynchronizations: Int = 0
+    /// Fetches answered from the cache without a request (fresh, or offline).
+    public var fetchHits: Int = 0
+    /// Conditional requests answered 304, served from the pinned body.
+    public var revalidations: Int = 0
+    /// Responses received with a body (200 and other statuses).
+    public var downloads: Int = 0
+    /// Requests sent without validators because the stored body could not be pinned first.
+    public var withheldValidators: Int = 0
+    /// Requests repeated unconditionally because a 304 arrived and the pinned body failed its check.
+    public var unconditionalRetries: Int = 0
     /// Whether opening found the manifest missing or corrupt and rebuilt it from the blobs.
     public var rebuiltOnOpen: Bool = false
     /// What every process using the directory did; `nil` if the counters file is unusable.
@@ -45,8 +55,12 @@ public struct DirectoryActivity: Sendable, Hashable {
     public var stores: UInt64
     /// Conditional requests answered 304 (the HTTP client).
     public var revalidations: UInt64
-    /// Bodies downloaded with a 200 (the HTTP client).
+    /// Responses with a body the HTTP client received.
     public var downloads: UInt64
+    /// Conditional requests the HTTP client sent without validators: the stored body could not be pinned.
+    public var withheldValidators: UInt64
+    /// Requests the HTTP client repeated unconditionally: a 304 arrived and the pinned body failed its check.
+    public var unconditionalRetries: UInt64
     /// Removals by reason: evictions (expired, size), removes, clears, supersessions, discards.
     public var removals: [RemovalReason: UInt64]
     /// Compaction passes, by any compactor.
@@ -60,6 +74,8 @@ public struct DirectoryActivity: Sendable, Hashable {
         stores = counters.value(.stores)
         revalidations = counters.value(.revalidations)
         downloads = counters.value(.downloads)
+        withheldValidators = counters.value(.withheldValidators)
+        unconditionalRetries = counters.value(.unconditionalRetries)
         var removals: [RemovalReason: UInt64] = [:]
         for reason in RemovalReason.allCases where reason != .unknown { removals[reason] = counters.removals(reason) }
         self.removals = removals

@@ -8,7 +8,7 @@ public struct CheckpointSummary: Sendable, Hashable {
     public var manifestBytes: Int
     /// Journal segments deleted because the new manifest covers them.
     public var retiredSegments: [UInt64]
-    /// Files in `tmp/` left by writers that died, deleted.
+    /// Files in `tmp/` and `fetching/` left by processes that died, deleted.
     public var sweptTemporaryFiles: Int
 }
 
@@ -75,6 +75,6 @@ extension SharedCache {
             try directory.removeFile(path)
             swept += 1
         }
-        return swept
+        return swept + (try FetchLock.sweep(in: directory, olderThan: cutoff))
     }
 }

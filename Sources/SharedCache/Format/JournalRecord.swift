@@ -11,6 +11,7 @@
 /// type 1 stored  = key-hash:32 blob-id:u64 body-size:u64 stored-at:i64 expires-at:i64
 ///                  key-size:u32 key etag-size:u16 etag
 /// type 2 removed = key-hash:32 blob-id:u64 reason:u8 remover [key-size:u32 key]
+///                  ; reason: 1 expired 2 size 3 manual 4 cleared 5 superseded 6 corrupt 7 invalidated
 ///                  ; the key when the remover knew it
 /// type 3 cleared = remover                      ; every entry stored before it is gone
 /// type 4 sealed  = next-generation:u64          ; the last record of a segment
@@ -103,6 +104,9 @@ public enum RemovalReason: UInt8, Sendable, Hashable, CaseIterable, CustomString
     case superseded = 5
     /// Its blob failed a check and was discarded.
     case corrupt = 6
+    /// A successful unsafe HTTP request (POST, PUT, DELETE, …) through ``SharedCache/fetch(_:options:transport:)``
+    /// made the stored response for its URL stale (RFC 9111 §4.4).
+    case invalidated = 7
     /// Not journaled: a subscriber that fell too far behind found it gone when it resynchronised.
     case unknown = 255
 
@@ -114,6 +118,7 @@ public enum RemovalReason: UInt8, Sendable, Hashable, CaseIterable, CustomString
         case .cleared: "cleared"
         case .superseded: "superseded"
         case .corrupt: "corrupt"
+        case .invalidated: "invalidated"
         case .unknown: "unknown"
         }
     }

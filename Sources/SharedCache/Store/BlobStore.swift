@@ -152,14 +152,14 @@ struct BlobStore: Sendable {
     /// Opens a blob and checks its header, so its body stays readable whoever unlinks it: what
     /// the HTTP client holds while a conditional request is in flight. `nil` when the blob is
     /// gone or its header is wrong.
-    func pin(_ hash: KeyHash, blobID: UInt64, key: [UInt8], expectedSize: UInt64) throws -> PinnedBlob? {
+    func pin(_ hash: KeyHash, blobID: UInt64, key: [UInt8], expectedSize: UInt64) throws -> (PinnedBlob, BlobHeader)? {
         guard case .opened(let opened) = try open(hash, blobID: blobID) else { return nil }
         let pinned = PinnedBlob(
             store: self, file: FileDescriptor(rawValue: opened), hash: hash, key: key, expectedSize: expectedSize)
         guard let header = try readHeader(pinned.file), header.keyHash == hash, header.key == key,
             header.bodySize == expectedSize
         else { return nil }
-        return pinned
+        return (pinned, header)
     }
 
     /// Reads and checks the whole blob open as `file`.
@@ -249,7 +249,9 @@ struct BlobStore: Sendable {
 }
 
 /// A blob held open: unlinking it (an eviction, a replacement) cannot take its body away.
-final class PinnedBlob {
+///
+/// Immutable, and reading is `pread` at absolute offsets, so any thread may read it.
+final class PinnedBlob: @unchecked Sendable {
     private let store: BlobStore
     fileprivate let file: FileDescriptor
     private let hash: KeyHash

@@ -11,7 +11,7 @@ extension CacheDirectory {
     /// died half-way, which the next opener finishes.
     private static let layoutNames: Set<String> = [
         FormatVersion.fileName, ConfigurationFile.fileName, lockFile, manifestFile, daemonFile, SharedCounters.fileName,
-        journalDirectory, blobsDirectory, temporaryDirectory,
+        journalDirectory, blobsDirectory, temporaryDirectory, FetchLock.directoryName,
     ]
 
     /// Opens the cache directory at `path`, creating and initialising it when needed.

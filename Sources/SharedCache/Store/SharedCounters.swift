@@ -27,7 +27,9 @@ final class SharedCounters: @unchecked Sendable {
         case downloads = 4
         case compactions = 5
         case lastCompactionAt = 6
-        /// Removals by reason: `removalsBase + reason.rawValue` (1...6).
+        case withheldValidators = 7
+        case unconditionalRetries = 8
+        /// Removals by reason: `removalsBase + reason.rawValue` (1...7).
         case removalsBase = 16
     }
 

@@ -18,6 +18,9 @@
 //   sharedcache-test-worker flood DIR WORKER-ID SECONDS SIZE
 //       puts new keys of SIZE bytes as fast as it can for SECONDS, reading back recent ones;
 //       prints "puts=N hits=N misses=N violations=N".
+//   sharedcache-test-worker fetch DIR URL [START-AT]
+//       one fetch through the cache, begun at START-AT (milliseconds since the epoch) so several
+//       workers can start together; prints "source=S status=N bytes=N sha=HASH".
 //   sharedcache-test-worker verify DIR KEYS
 //       reads every key; exits 0 and prints "entries=N damaged=N" if every body is one the
 //       generator makes (damaged counts indexed entries whose blob was missing or failed a check).
@@ -28,6 +31,9 @@
 import Dispatch
 import Foundation
 import SharedCache
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 struct Generator: RandomNumberGenerator {
     var state: UInt64
@@ -207,7 +213,7 @@ do {
             for index in stride(from: round + 1, to: 30, by: 4) { try remove(index) }
             try cache.checkpoint()
         }
-        Thread.sleep(forTimeInterval: 0.7)
+        usleep(700_000)
         try clear()
         for index in 0..<10 { try put(index) }
         try remove(3)
@@ -254,6 +260,15 @@ do {
         }
         // A live index entry whose blob is missing or bad would show up as a discarded blob.
         print("entries=\(entries) damaged=\(try cache.statistics().damagedBlobs)")
+
+    case "fetch":
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        if arguments.count > 4, let startAt = Double(arguments[4]) {
+            let delay = startAt / 1000 - Date().timeIntervalSince1970
+            if delay > 0 { usleep(UInt32(delay * 1_000_000)) }
+        }
+        let result = try await cache.fetch(URLRequest(url: URL(string: arguments[3])!))
+        print("source=\(result.source) status=\(result.status) bytes=\(result.data.count) sha=\(KeyHash(key: String(decoding: result.data, as: UTF8.self)))")
 
     default:
         fail("unknown command \(arguments[1])")

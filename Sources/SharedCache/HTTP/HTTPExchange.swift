@@ -1,0 +1,240 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One request through the cache: decide from what is stored, go to the network when needed
+/// (one request per URL across processes), and store or freshen what comes back.
+struct HTTPExchange {
+    let cache: SharedCache
+    let request: URLRequest
+    let url: URL
+    let options: FetchOptions
+    let transport: any HTTPTransport
+
+    init(cache: SharedCache, request: URLRequest, url: URL, options: FetchOptions, transport: any HTTPTransport) {
+        self.cache = cache
+        self.request = request
+        self.url = url
+        self.options = options
+        self.transport = transport
+    }
+
+    private var method: String { (request.httpMethod ?? "GET").uppercased() }
+
+    func run() async throws -> FetchResult {
+        switch method {
+        case "GET": return try await retrieve(headOnly: false)
+        case "HEAD": return try await retrieve(headOnly: true)
+        case "OPTIONS", "TRACE", "CONNECT": return try await passThrough()
+        default: return try await unsafeRequest()
+        }
+    }
+
+    /// The request's own cache directives; `Pragma: no-cache` counts when it has none (§5.4).
+    private var directives: CacheControl {
+        if let value = request.value(forHTTPHeaderField: "Cache-Control") { return CacheControl(value) }
+        var directives = CacheControl()
+        directives.noCache = request.value(forHTTPHeaderField: "Pragma")?.lowercased().contains("no-cache") ?? false
+        return directives
+    }
+
+    private var hasCallerValidators: Bool {
+        request.value(forHTTPHeaderField: "If-None-Match") != nil
+            || request.value(forHTTPHeaderField: "If-Modified-Since") != nil
+    }
+
+    // MARK: GET and HEAD
+
+    private func retrieve(headOnly: Bool) async throws -> FetchResult {
+        let directives = directives
+        let primaryKey = SharedCache.cacheKey(for: url)
+        let (cache, request) = (cache, request)
+        var lookup = try await cache.offPool { try cache.lookupStored(primaryKey: primaryKey, request: request) }
+
+        if let candidate = lookup.candidate, !options.forceRefresh, !directives.noCache,
+            candidate.isUsable(at: Clock.nowMilliseconds(), for: directives),
+            let body = try await cache.offPool({ try candidate.body() })
+        {
+            return answer(from: candidate, body: body, source: .fresh, headOnly: headOnly)
+        }
+        if options.onlyFromCache || directives.onlyIfCached {
+            if let candidate = lookup.candidate,
+                options.onlyFromCache || candidate.isUsable(at: Clock.nowMilliseconds(), for: directives),
+                let body = try await cache.offPool({ try candidate.body() })
+            {
+                return answer(from: candidate, body: body, source: .offline, headOnly: headOnly)
+            }
+            guard !options.onlyFromCache else {
+                throw SharedCacheError(
+                    .notCached, "\(url.absoluteString) is not in the cache (offline); fetch it once while online")
+            }
+            // RFC 9111 §5.2.1.7: only-if-cached with nothing usable is a 504.
+            return FetchResult(data: Data(), status: 504, headers: [:], url: url, source: .offline)
+        }
+        // A HEAD the cache cannot answer, and a request that forbids storing, just pass through.
+        if headOnly || directives.noStore { return try await passThrough() }
+
+        let (lock, waited) = try await FetchLock.acquire(
+            KeyHash(key: primaryKey), in: cache.directory, timeout: options.waitTimeout, describing: url.absoluteString)
+        defer { lock.release() }
+        if waited {
+            // Another process or task fetched this URL while we waited: use what it brought.
+            let before = lookup.candidate?.version
+            lookup = try await cache.offPool { try cache.lookupStored(primaryKey: primaryKey, request: request) }
+            if let candidate = lookup.candidate, !options.forceRefresh,
+                candidate.version != before
+                    || (!directives.noCache && candidate.isUsable(at: Clock.nowMilliseconds(), for: directives)),
+                let body = try await cache.offPool({ try candidate.body() })
+            {
+                return answer(from: candidate, body: body, source: .fresh, headOnly: false)
+            }
+        }
+        if lookup.pinFailed && !hasCallerValidators {
+            cache.count { $0.withheldValidators += 1 }
+            cache.counters?.add(.withheldValidators)
+        }
+        // The caller's own validators are the caller's business: send them as they are.
+        let candidate = hasCallerValidators || options.forceRefresh ? nil : lookup.candidate
+        return try await send(primaryKey: primaryKey, validating: candidate, fallback: lookup.candidate)
+    }
+
+    /// Sends the request, conditional on `candidate` when there is one, and handles the answer.
+    ///
+    /// - Parameter fallback: what may be served stale if the network fails.
+    private func send(primaryKey: String, validating candidate: StoredCandidate?, fallback: StoredCandidate?)
+        async throws -> FetchResult
+    {
+        var outgoing = request
+        if let candidate {
+            if let etag = candidate.etag { outgoing.setValue(etag, forHTTPHeaderField: "If-None-Match") }
+            if let lastModified = candidate.lastModified {
+                outgoing.setValue(lastModified, forHTTPHeaderField: "If-Modified-Since")
+            }
+        }
+        let requestTime = Clock.nowMilliseconds()
+        let response: TransportResponse
+        do {
+            response = try await transport.send(outgoing)
+        } catch {
+            if let stale = try await staleAnswer(fallback) { return stale }
+            throw error
+        }
+        let responseTime = Clock.nowMilliseconds()
+        if response.status >= 500, let stale = try await staleAnswer(fallback) { return stale }
+
+        let cache = cache
+        if response.status == 304, let candidate, candidate.etag != nil || candidate.lastModified != nil {
+            // The safety rule: serve a 304 only with the pinned body, checked now, and only if
+            // the 304 is about that body.
+            let matches = response.headers["ETag"].map { Self.weakMatch($0, candidate.etag) } ?? true
+            if matches, let body = try await cache.offPool({ try candidate.body() }) {
+                let heuristic = options.heuristicFreshness
+                let headers = try await cache.offPool {
+                    try cache.freshen(
+                        candidate, body: body, with: response.headers, requestTime: requestTime,
+                        responseTime: responseTime, heuristic: heuristic)
+                }
+                cache.count { $0.revalidations += 1 }
+                cache.counters?.add(.revalidations)
+                var served = headers
+                served.set("Age", "0")
+                return FetchResult(
+                    data: method == "HEAD" ? Data() : body, status: candidate.response.status, headers: served, url: url,
+                    source: .revalidated)
+            }
+            cache.count { $0.unconditionalRetries += 1 }
+            cache.counters?.add(.unconditionalRetries)
+            return try await send(primaryKey: primaryKey, validating: nil, fallback: nil)
+        }
+
+        let (request, heuristic) = (request, options.heuristicFreshness)
+        try await cache.offPool {
+            try cache.storeHTTPResponse(
+                primaryKey: primaryKey, request: request, response: response, requestTime: requestTime,
+                responseTime: responseTime, heuristic: heuristic)
+        }
+        cache.count { $0.downloads += 1 }
+        cache.counters?.add(.downloads)
+        return FetchResult(
+            data: response.body, status: response.status, headers: response.headers, url: response.url ?? url,
+            source: .downloaded)
+    }
+
+    /// The stored response served as is (with its `Age`), or a 304 when the caller's own
+    /// validators match a fresh one.
+    private func answer(from candidate: StoredCandidate, body: Data, source: FetchSource, headOnly: Bool)
+        -> FetchResult
+    {
+        cache.count { $0.fetchHits += 1 }
+        cache.counters?.add(.hits)
+        var headers = candidate.response.headers
+        headers.set("Age", "\(candidate.age(at: Clock.nowMilliseconds()) / 1000)")
+        if source == .fresh, callerValidatorsMatch(candidate) {
+            return FetchResult(data: Data(), status: 304, headers: headers, url: url, source: source)
+        }
+        return FetchResult(
+            data: headOnly ? Data() : body, status: candidate.response.status, headers: headers, url: url, source: source)
+    }
+
+    /// RFC 9110 §13.1: `If-None-Match` by weak comparison, else `If-Modified-Since`.
+    private func callerValidatorsMatch(_ candidate: StoredCandidate) -> Bool {
+        if let tags = request.value(forHTTPHeaderField: "If-None-Match") {
+            return tags.split(separator: ",").contains { tag in
+                let tag = tag.trimmingSpaces()
+                return tag == "*" || Self.weakMatch(tag, candidate.etag)
+            }
+        }
+        if let since = request.value(forHTTPHeaderField: "If-Modified-Since").flatMap(HTTPDate.parse),
+            let modified = (candidate.lastModified ?? candidate.response.headers["Date"]).flatMap(HTTPDate.parse)
+        {
+            return modified <= since
+        }
+        return false
+    }
+
+    /// Weak entity-tag comparison: equal once any `W/` is set aside.
+    static func weakMatch(_ tag: String, _ other: String?) -> Bool {
+        guard let other else { return false }
+        func opaque(_ tag: String) -> Substring {
+            let trimmed = Substring(tag.trimmingSpaces())
+            return trimmed.hasPrefix("W/") ? trimmed.dropFirst(2) : trimmed
+        }
+        return opaque(tag) == opaque(other)
+    }
+
+    private func staleAnswer(_ candidate: StoredCandidate?) async throws -> FetchResult? {
+        guard options.staleIfError, let candidate, !candidate.response.mustRevalidate,
+            let body = try await cache.offPool({ try candidate.body() })
+        else { return nil }
+        return answer(from: candidate, body: body, source: .offline, headOnly: method == "HEAD")
+    }
+
+    // MARK: Other methods
+
+    private func passThrough() async throws -> FetchResult {
+        let response = try await transport.send(request)
+        return FetchResult(
+            data: response.body, status: response.status, headers: response.headers, url: response.url ?? url,
+            source: .downloaded)
+    }
+
+    /// RFC 9111 §4.4: a successful unsafe request makes what is stored for its URL, and for
+    /// its `Location` and `Content-Location` on the same origin, stale; here, removed.
+    private func unsafeRequest() async throws -> FetchResult {
+        let response = try await transport.send(request)
+        if (200..<400).contains(response.status) {
+            let targets =
+                [url]
+                + ["Location", "Content-Location"].compactMap { name in
+                    response.headers[name].flatMap { URL(string: $0, relativeTo: url)?.absoluteURL }
+                        .flatMap { $0.host == url.host && $0.scheme == url.scheme && $0.port == url.port ? $0 : nil }
+                }
+            let cache = cache
+            try await cache.offPool { for target in targets { try cache.invalidate(target) } }
+        }
+        return FetchResult(
+            data: response.body, status: response.status, headers: response.headers, url: response.url ?? url,
+            source: .downloaded)
+    }
+}

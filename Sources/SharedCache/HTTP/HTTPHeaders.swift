@@ -1,0 +1,60 @@
+/// HTTP header fields in order, looked up by case-insensitive name.
+public struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionaryLiteral {
+    public typealias Element = (name: String, value: String)
+
+    private var fields: [Field] = []
+
+    private struct Field: Sendable, Hashable {
+        var name: String
+        var value: String
+    }
+
+    public init() {}
+
+    public init(_ fields: some Sequence<(String, String)>) {
+        for (name, value) in fields { append(name, value) }
+    }
+
+    public init(dictionaryLiteral elements: (String, String)...) {
+        self.init(elements)
+    }
+
+    public var count: Int { fields.count }
+
+    public func makeIterator() -> some IteratorProtocol<Element> {
+        fields.lazy.map { (name: $0.name, value: $0.value) }.makeIterator()
+    }
+
+    /// The value of `name`; several fields of one name are joined with ", " (RFC 9110 §5.3).
+    public subscript(name: String) -> String? {
+        let values = fields.filter { $0.name.caseInsensitiveEquals(name) }.map(\.value)
+        return values.isEmpty ? nil : values.joined(separator: ", ")
+    }
+
+    public mutating func append(_ name: String, _ value: String) {
+        fields.append(Field(name: name, value: value))
+    }
+
+    /// Replaces every field of `name` with one of `value`, or removes them for `nil`.
+    public mutating func set(_ name: String, _ value: String?) {
+        let position = fields.firstIndex { $0.name.caseInsensitiveEquals(name) }
+        fields.removeAll { $0.name.caseInsensitiveEquals(name) }
+        guard let value else { return }
+        fields.insert(Field(name: name, value: value), at: Swift.min(position ?? fields.count, fields.count))
+    }
+
+    /// Whether the fields are the same but for those named in `ignoring` (lowercase).
+    func equals(_ other: HTTPHeaders, ignoring: Set<String>) -> Bool {
+        func kept(_ headers: HTTPHeaders) -> [Field] {
+            headers.fields.filter { !ignoring.contains($0.name.lowercased()) }
+                .map { Field(name: $0.name.lowercased(), value: $0.value) }
+        }
+        return kept(self) == kept(other)
+    }
+}
+
+extension String {
+    func caseInsensitiveEquals(_ other: String) -> Bool {
+        utf8.count == other.utf8.count && lowercased() == other.lowercased()
+    }
+}

@@ -1,0 +1,56 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+
+/// A response as a transport delivers it.
+public struct TransportResponse: Sendable {
+    public var status: Int
+    public var headers: HTTPHeaders
+    public var body: Data
+    /// The URL that answered, after any redirects.
+    public var url: URL?
+
+    public init(status: Int, headers: HTTPHeaders, body: Data, url: URL? = nil) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.url = url
+    }
+}
+
+/// What sends HTTP requests for ``SharedCache/fetch(_:options:)``: URLSession by default, any
+/// other client (or a test double) by conforming.
+///
+/// A transport must not cache by itself and must hand back a `304` as it arrived.
+public protocol HTTPTransport: Sendable {
+    func send(_ request: URLRequest) async throws -> TransportResponse
+}
+
+/// URLSession as a transport, with its own cache turned off: SharedCache is the cache.
+public struct URLSessionTransport: HTTPTransport {
+    public let session: URLSession
+
+    public init(session: URLSession = URLSessionTransport.uncachedSession) {
+        self.session = session
+    }
+
+    /// An ephemeral session with no `URLCache`, so it neither answers from nor stores into a
+    /// cache of its own, and passes `304` responses through.
+    public static let uncachedSession: URLSession = {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        return URLSession(configuration: configuration)
+    }()
+
+    public func send(_ request: URLRequest) async throws -> TransportResponse {
+        let (body, response) = try await session.data(for: request)
+        guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
+        var headers = HTTPHeaders()
+        for (name, value) in http.allHeaderFields {
+            headers.append("\(name)", "\(value)")
+        }
+        return TransportResponse(status: http.statusCode, headers: headers, body: body, url: http.url)
+    }
+}

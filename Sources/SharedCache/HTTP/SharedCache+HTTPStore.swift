@@ -1,0 +1,301 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+// The HTTP client's blocking steps on the store: finding and pinning a stored response,
+// storing one, freshening one after a 304, invalidating a URL. All synchronous; the exchange
+// runs them off the cooperative pool.
+
+/// A stored response that matches a request, with its body pinned: held open (or held in the
+/// memory tier), so it can be served after a 304 whoever removes the entry meanwhile.
+///
+/// Immutable; reading the pinned file is `pread`, safe from any thread.
+final class StoredCandidate: @unchecked Sendable {
+    let key: String
+    let hash: KeyHash
+    let entry: IndexEntry
+    let response: StoredResponse
+    let etag: String?
+    let lastModified: String?
+    private let held: CacheHit?
+    private let pinned: PinnedBlob?
+    private let cache: SharedCache
+
+    fileprivate init(
+        key: String, hash: KeyHash, entry: IndexEntry, metadata: CacheEntry, response: StoredResponse,
+        held: CacheHit?, pinned: PinnedBlob?, cache: SharedCache
+    ) {
+        self.key = key
+        self.hash = hash
+        self.entry = entry
+        self.response = response
+        etag = metadata.etag
+        lastModified = metadata.lastModified
+        self.held = held
+        self.pinned = pinned
+        self.cache = cache
+    }
+
+    /// Which version this is: a replacement or a 304 in any process changes it.
+    struct Version: Equatable {
+        var blobID: UInt64
+        var storedAt: Int64
+    }
+
+    var version: Version { Version(blobID: entry.blobID, storedAt: entry.storedAt) }
+
+    /// The pinned body, checked; `nil` (and the version discarded) if it fails its checks.
+    func body() throws -> Data? {
+        if let held { return held.data }
+        guard let pinned else { return nil }
+        switch try pinned.read() {
+        case .found(let header, let data):
+            cache.remember(CacheHit(data: data, entry: CacheEntry(header)), for: hash, blobID: entry.blobID)
+            return data
+        case .missing, .damaged:
+            try cache.discard(hash, key: Array(key.utf8), blobID: entry.blobID)
+            return nil
+        }
+    }
+
+    /// Milliseconds since the response was generated.
+    func age(at now: Int64) -> Int64 { max(0, now - entry.storedAt) }
+
+    /// Whether it may be served without validation (RFC 9111 §4.2, with the request's own
+    /// `max-age`, `min-fresh` and `max-stale`).
+    func isUsable(at now: Int64, for request: CacheControl) -> Bool {
+        let age = age(at: now)
+        if let maxAge = request.maxAge, age > maxAge.saturatingMilliseconds { return false }
+        let remaining = response.lifetime == .max ? Int64.max : response.lifetime - age
+        if let minFresh = request.minFresh, remaining < minFresh.saturatingMilliseconds { return false }
+        if remaining > 0 { return true }
+        if response.mustRevalidate { return false }
+        guard let maxStale = request.maxStale else { return false }
+        return maxStale == .max || -remaining <= maxStale.saturatingMilliseconds
+    }
+}
+
+extension Int64 {
+    /// Seconds to milliseconds, saturating.
+    var saturatingMilliseconds: Int64 {
+        let (product, overflow) = multipliedReportingOverflow(by: 1000)
+        return overflow ? .max : product
+    }
+}
+
+extension SharedCache {
+    /// What a lookup found.
+    struct StoredLookup: Sendable {
+        var candidate: StoredCandidate?
+        /// An entry was indexed but its blob could not be pinned: send no validators.
+        var pinFailed = false
+    }
+
+    /// The key a URL's response is stored under: the URL without its fragment.
+    static func cacheKey(for url: URL) -> String {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url.absoluteString }
+        components.fragment = nil
+        return components.string ?? url.absoluteString
+    }
+
+    /// The key of the variant of `primaryKey` that `request` selects. A newline cannot occur in
+    /// a URL, so no variant key is another URL's key.
+    static func variantKey(_ primaryKey: String, names: [String], request: URLRequest) -> String {
+        ([primaryKey] + varyValues(names: names, request: request).map { "\($0.name): \($0.value)" })
+            .joined(separator: "\n")
+    }
+
+    /// The request's values of the fields named (lowercase), whitespace runs collapsed.
+    static func varyValues(names: [String], request: URLRequest) -> HTTPHeaders {
+        HTTPHeaders(
+            names.map { name in
+                let value = request.value(forHTTPHeaderField: name) ?? ""
+                return (name, value.split(whereSeparator: { $0 == " " || $0 == "\t" }).joined(separator: " "))
+            })
+    }
+
+    /// The field names of a `Vary` value, lowercase and sorted.
+    static func varyNames(_ value: String?) -> [String] {
+        guard let value else { return [] }
+        return Set(value.split(separator: ",").map { $0.trimmingSpaces().lowercased() }.filter { !$0.isEmpty }).sorted()
+    }
+
+    /// The stored response `request` selects, pinned; following the URL's variant list when its
+    /// responses vary. A plain put under the URL counts as a 200 to revalidate on every use.
+    func lookupStored(primaryKey: String, request: URLRequest) throws -> StoredLookup {
+        var lookup = StoredLookup()
+        guard let primary = try pinnedVersion(primaryKey, pinFailed: &lookup.pinFailed) else { return lookup }
+        switch primary.stored {
+        case .variants(let list):
+            let key = Self.variantKey(primaryKey, names: list.names, request: request)
+            guard let variant = try pinnedVersion(key, pinFailed: &lookup.pinFailed),
+                case .response(let response) = variant.stored,
+                response.varyValues == Self.varyValues(names: list.names, request: request)
+            else { return lookup }
+            lookup.candidate = variant.candidate(response)
+        case .response(let response) where response.varyValues.count == 0:
+            lookup.candidate = primary.candidate(response)
+        case .response:
+            break
+        case nil:
+            var headers = HTTPHeaders()
+            if let etag = primary.metadata.etag { headers.append("ETag", etag) }
+            if let lastModified = primary.metadata.lastModified { headers.append("Last-Modified", lastModified) }
+            lookup.candidate = primary.candidate(
+                StoredResponse(status: 200, headers: headers, lifetime: 0, mustRevalidate: false, varyValues: [:]))
+        }
+        return lookup
+    }
+
+    /// An entry's current version, pinned, with what its attributes say.
+    private struct PinnedVersion {
+        var stored: StoredHTTP?
+        var metadata: CacheEntry
+        var candidate: (StoredResponse) -> StoredCandidate
+    }
+
+    private func pinnedVersion(_ key: String, pinFailed: inout Bool) throws -> PinnedVersion? {
+        let hash = KeyHash(key: key)
+        let now = Clock.nowMilliseconds()
+        guard let (entry, held) = try currentEntry(hash, fromMemory: true), !entry.isExpired(at: now) else { return nil }
+        recordAccessIfDue(hash, entry: entry, now: now)
+        let metadata: CacheEntry
+        let pinned: PinnedBlob?
+        if let held {
+            (metadata, pinned) = (held.entry, nil)
+        } else {
+            guard let (blob, header) = try blobs.pin(hash, blobID: entry.blobID, key: Array(key.utf8), expectedSize: entry.bodySize)
+            else {
+                pinFailed = true
+                return nil
+            }
+            (metadata, pinned) = (CacheEntry(header), blob)
+        }
+        return PinnedVersion(stored: StoredHTTP(metadata.attributes), metadata: metadata) { response in
+            StoredCandidate(
+                key: key, hash: hash, entry: entry, metadata: metadata, response: response, held: held, pinned: pinned,
+                cache: self)
+        }
+    }
+
+    /// How long the store keeps a response: while it is fresh, and for the directory's default
+    /// expiry after it was last validated (a stale response is still worth revalidating).
+    private func retention(birth: Int64, lifetime: Int64, now: Int64) -> Int64 {
+        let freshUntil = lifetime == .max ? Int64.max : birth.addingReportingOverflow(lifetime).partialValue
+        let kept = configuration.defaultExpiry.map { Expiry.after($0).milliseconds(from: now) } ?? .max
+        return max(freshUntil, kept)
+    }
+
+    /// Header fields of one connection, never stored (RFC 9111 §3.1).
+    private static let hopByHop: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+    ]
+
+    /// Stores a response to a GET if RFC 9111 allows it and it can ever be reused.
+    ///
+    /// Runs under the URL's fetch lock, which is what keeps the variant list consistent.
+    /// - Returns: whether it was stored.
+    @discardableResult
+    func storeHTTPResponse(
+        primaryKey: String, request: URLRequest, response: TransportResponse, requestTime: Int64,
+        responseTime: Int64, heuristic: Bool
+    ) throws -> Bool {
+        guard Freshness.storableStatuses.contains(response.status) else { return false }
+        let directives = CacheControl(response.headers["Cache-Control"])
+        let names = Self.varyNames(response.headers["Vary"])
+        guard !directives.noStore, !names.contains("*") else { return false }
+        let lifetime = Freshness.lifetime(
+            status: response.status, headers: response.headers, responseTime: responseTime, heuristic: heuristic)
+        let etag = response.headers["ETag"]
+        let lastModified = response.headers["Last-Modified"]
+        // Neither fresh for any time nor revalidatable: storing it could never save a byte.
+        guard lifetime > 0 || etag != nil || lastModified != nil else { return false }
+
+        let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: response.headers)
+        let headers = HTTPHeaders(response.headers.filter { !Self.hopByHop.contains($0.name.lowercased()) }.map { ($0.name, $0.value) })
+        let stored = StoredResponse(
+            status: response.status, headers: headers, lifetime: lifetime,
+            mustRevalidate: directives.mustRevalidate || directives.noCache,
+            varyValues: Self.varyValues(names: names, request: request))
+        var metadata = EntryMetadata(etag: etag, lastModified: lastModified)
+        metadata.attributes = StoredHTTP.response(stored).encoded()
+        let now = Clock.nowMilliseconds()
+        let expiresAt = retention(birth: birth, lifetime: lifetime, now: now)
+
+        let existing = try variantList(primaryKey)
+        if names.isEmpty {
+            // The URL no longer varies: its variants are unreachable now.
+            for key in existing?.keys ?? [] { try remove(KeyHash(key: key), key: Array(key.utf8), reason: .superseded, blobID: nil) }
+            try store(key: primaryKey, data: response.body, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
+            return true
+        }
+        let key = Self.variantKey(primaryKey, names: names, request: request)
+        try store(key: key, data: response.body, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
+        var list = existing ?? VariantList(names: names, keys: [])
+        list.names = names
+        if !list.keys.contains(key) { list.keys.append(key) }
+        if list != existing {
+            var marker = EntryMetadata()
+            marker.attributes = StoredHTTP.variants(list).encoded()
+            try store(key: primaryKey, data: Data(), metadata: marker, storedAt: now, expiresAt: .max)
+        }
+        return true
+    }
+
+    /// The variant list stored under a URL's key, if its responses vary.
+    private func variantList(_ primaryKey: String) throws -> VariantList? {
+        guard let entry = try entry(forKey: primaryKey), case .variants(let list) = StoredHTTP(entry.attributes) else {
+            return nil
+        }
+        return list
+    }
+
+    /// Applies a 304 to a pinned candidate (RFC 9111 §4.3.4) and returns the headers to serve.
+    ///
+    /// When only `Date`, `Age` and `Expires` changed and freshness lasts as long as before, a
+    /// `freshened` record moves the entry's age for every process; otherwise (or when the entry
+    /// went away while the request was out) the body is stored again with the merged headers.
+    func freshen(
+        _ candidate: StoredCandidate, body: Data, with update: HTTPHeaders, requestTime: Int64, responseTime: Int64,
+        heuristic: Bool
+    ) throws -> HTTPHeaders {
+        var merged = candidate.response.headers
+        let names = Set(update.map { $0.name.lowercased() }).subtracting(Self.hopByHop).subtracting(["content-length"])
+        for name in names.sorted() { merged.set(name, update[name]) }
+        let lifetime = Freshness.lifetime(
+            status: candidate.response.status, headers: merged, responseTime: responseTime, heuristic: heuristic)
+        let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: update)
+        let expiresAt = retention(birth: birth, lifetime: lifetime, now: Clock.nowMilliseconds())
+
+        if merged.equals(candidate.response.headers, ignoring: ["date", "age", "expires"]),
+            lifetime == candidate.response.lifetime
+        {
+            let freshened = try commit { index -> ([JournalRecord], Bool) in
+                guard index[candidate.hash]?.blobID == candidate.entry.blobID else { return ([], false) }
+                let record = FreshenedRecord(
+                    hash: candidate.hash, blobID: candidate.entry.blobID, storedAt: birth, expiresAt: expiresAt)
+                return ([.freshened(record)], true)
+            }
+            if freshened { return merged }
+        }
+        let directives = CacheControl(merged["Cache-Control"])
+        var response = candidate.response
+        response.headers = merged
+        response.lifetime = lifetime
+        response.mustRevalidate = directives.mustRevalidate || directives.noCache
+        var metadata = EntryMetadata(etag: merged["ETag"], lastModified: merged["Last-Modified"])
+        metadata.attributes = StoredHTTP.response(response).encoded()
+        try store(key: candidate.key, data: body, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
+        return merged
+    }
+
+    /// Removes what is stored for `url` (and each variant of it), journaled as `invalidated`.
+    func invalidate(_ url: URL) throws {
+        let primaryKey = Self.cacheKey(for: url)
+        for key in try variantList(primaryKey)?.keys ?? [] {
+            try remove(KeyHash(key: key), key: Array(key.utf8), reason: .invalidated, blobID: nil)
+        }
+        try remove(KeyHash(key: primaryKey), key: Array(primaryKey.utf8), reason: .invalidated, blobID: nil)
+    }
+}
