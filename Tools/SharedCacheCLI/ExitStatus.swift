@@ -3,7 +3,7 @@ package import SharedCache
 /// Exit statuses from sysexits(3), as the man pages list them.
 package enum ExitStatus: Int32, Sendable {
     case success = 0
-    /// A miss: the key (or hash) is not in the cache.
+    /// A miss: the key (or hash) is not in the cache, or `fetch --offline` found nothing stored.
     case notFound = 1
     /// EX_USAGE: wrong arguments.
     case usage = 64
@@ -11,7 +11,8 @@ package enum ExitStatus: Int32, Sendable {
     case dataError = 65
     /// EX_NOINPUT: an input file does not exist or cannot be read.
     case noInput = 66
-    /// EX_UNAVAILABLE: the cache directory cannot be used (not a directory, not a cache).
+    /// EX_UNAVAILABLE: the cache directory cannot be used (not a directory, not a cache), or
+    /// the network failed.
     case unavailable = 69
     /// EX_SOFTWARE: a bug.
     case software = 70
@@ -32,6 +33,7 @@ package enum ExitStatus: Int32, Sendable {
         case .permissionDenied: self = .noPermission
         case .noSpace, .ioFailure: self = .ioError
         case .invalidArgument: self = .usage
+        case .notCached: self = .notFound
         default: self = .unavailable
         }
     }

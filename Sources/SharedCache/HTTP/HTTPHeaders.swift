@@ -35,12 +35,14 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionary
         fields.append(Field(name: name, value: value))
     }
 
-    /// Replaces every field of `name` with one of `value`, or removes them for `nil`.
+    /// Replaces every field of `name` with one of `value` (where the first was, spelled as it
+    /// was), or removes them for `nil`.
     public mutating func set(_ name: String, _ value: String?) {
         let position = fields.firstIndex { $0.name.caseInsensitiveEquals(name) }
+        let spelling = position.map { fields[$0].name } ?? name
         fields.removeAll { $0.name.caseInsensitiveEquals(name) }
         guard let value else { return }
-        fields.insert(Field(name: name, value: value), at: Swift.min(position ?? fields.count, fields.count))
+        fields.insert(Field(name: spelling, value: value), at: Swift.min(position ?? fields.count, fields.count))
     }
 
     /// Whether the fields are the same but for those named in `ignoring` (lowercase).

@@ -261,8 +261,8 @@ extension SharedCache {
         heuristic: Bool
     ) throws -> HTTPHeaders {
         var merged = candidate.response.headers
-        let names = Set(update.map { $0.name.lowercased() }).subtracting(Self.hopByHop).subtracting(["content-length"])
-        for name in names.sorted() { merged.set(name, update[name]) }
+        var seen = Self.hopByHop.union(["content-length"])
+        for (name, _) in update where seen.insert(name.lowercased()).inserted { merged.set(name, update[name]) }
         let lifetime = Freshness.lifetime(
             status: candidate.response.status, headers: merged, responseTime: responseTime, heuristic: heuristic)
         let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: update)

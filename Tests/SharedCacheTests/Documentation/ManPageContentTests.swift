@@ -29,9 +29,12 @@ struct ManPageContentTests {
 
     @Test func everyOptionOfEveryAdminCommandIsInTheManPage() throws {
         let page = try Self.page("sharedcache.1")
-        for command in [
-            "get", "put", "rm", "clear", "ls", "show", "stat", "journal", "verify", "compact", "config", "demo",
-        ] {
+        // Every command the overview lists.
+        let commands = try Tool.admin.run(["--help"]).output.split(separator: "\n")
+            .filter { $0.hasPrefix("  ") && !$0.hasPrefix("   ") }
+            .compactMap { $0.split(separator: " ").first.map(String.init) }
+        #expect(commands.contains("fetch") && commands.contains("demo") && commands.count >= 13)
+        for command in commands where command != "help" {
             let help = try Tool.admin.run(["help", command]).output
             #expect(page.contains("Cm \(command)"), "\(command)")
             for option in Self.options(inHelp: help) {
@@ -59,18 +62,24 @@ struct ManPageContentTests {
     /// Runs each example in order with the built tools first on PATH and the cache directory
     /// pointed at a fresh one; a command still running after 3 s is stopped with SIGTERM, which
     /// must also end it with status 0.
+    ///
+    /// `http://localhost:8080/` in an example is a real nginx serving `index.html`.
     func runExamples(of pageName: String, replacing path: String? = nil) throws {
         let directory = try TemporaryDirectory()
+        let origin = try Origin()
+        try origin.write("/index.html", "<p>hello</p>")
         let examples = Self.examples(try Self.page(pageName))
         #expect(!examples.isEmpty)
         let bin = Tool.admin.executable.deletingLastPathComponent().path
         for example in examples {
             var command = path.map { example.replacingOccurrences(of: $0, with: directory("cache")) } ?? example
+            command = command.replacingOccurrences(of: "http://localhost:8080/", with: origin.url("/").absoluteString)
             // A lone command replaces the shell, so a SIGTERM reaches the tool itself.
             if !command.contains("|") { command = "exec " + command }
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = ["-c", command]
+            process.currentDirectoryURL = URL(fileURLWithPath: directory.path)
             var environment = ProcessInfo.processInfo.environment
             environment["PATH"] = bin + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
             environment["SHAREDCACHE_DIR"] = directory("cache")

@@ -1,0 +1,100 @@
+import Foundation
+import Testing
+
+@testable import SharedCache
+
+/// `sharedcache fetch` against a real nginx.
+@Suite("sharedcache fetch, against nginx")
+struct FetchCommandTests {
+    let origin: Origin
+    let directory: TemporaryDirectory
+
+    init() throws {
+        origin = try Origin()
+        directory = try TemporaryDirectory()
+    }
+
+    func fetch(_ arguments: String..., input: String? = nil) throws -> Worker.Result {
+        try Tool.admin.run(
+            ["fetch"] + arguments, input: input.map { Data($0.utf8) }, environment: ["SHAREDCACHE_DIR": directory("cache")])
+    }
+
+    @Test func saysWhereTheBodyCameFromAndPrintsJSON() throws {
+        try origin.write("/plain/page.txt", "page body\n")
+        let url = origin.url("/plain/page.txt").absoluteString
+        let first = try fetch(url)
+        #expect(first.status == 0 && first.output == "page body\n")
+        #expect(first.errors == "sharedcache: downloaded, 200, 10 B\n")
+        let second = try fetch(url)
+        #expect(second.output == "page body\n" && second.errors == "sharedcache: revalidated, 200, 10 B\n")
+
+        let json = try fetch(url, "--json", "-o", directory("copy.txt"))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any])
+        #expect(object["source"] as? String == "revalidated" && object["status"] as? Int == 200)
+        #expect(object["bytes"] as? Int == 10 && object["url"] as? String == url)
+        let headers = try #require(object["headers"] as? [[String]])
+        #expect(headers.contains { $0[0].lowercased() == "etag" })
+        #expect(try String(contentsOfFile: directory("copy.txt"), encoding: .utf8) == "page body\n")
+
+        let forced = try fetch(url, "--force-refresh")
+        #expect(forced.errors.hasPrefix("sharedcache: downloaded"))
+        let offline = try fetch(url, "--offline")
+        #expect(offline.status == 0 && offline.errors.hasPrefix("sharedcache: offline"))
+        let logged = origin.requests(atLeast: 4)
+        #expect(logged.map(\.status) == [200, 304, 304, 200])
+        #expect(!logged[3].hasValidators)
+    }
+
+    @Test func headersMethodAndBodyAsCurlTakesThem() throws {
+        try origin.write("/vary/en.txt", "hello")
+        try origin.write("/vary/fr.txt", "bonjour")
+        let page = origin.url("/vary/page").absoluteString
+        #expect(try fetch(page, "-H", "Accept-Language: fr").output == "bonjour")
+        #expect(try fetch(page, "--header=Accept-Language: en").output == "hello")
+        #expect(try fetch(page, "-H", "Accept-Language: fr").errors.hasPrefix("sharedcache: fresh"))
+        #expect(origin.requests(atLeast: 2).map(\.acceptLanguage) == ["fr", "en"])
+
+        try origin.write("/things/item.txt", "item")
+        let item = origin.url("/things/item.txt").absoluteString
+        _ = try fetch(item)
+        try Data("posted".utf8).write(to: URL(fileURLWithPath: directory("body.txt")))
+        let posted = try fetch(item, "--data-binary", "@\(directory("body.txt"))")
+        #expect(posted.status == 0 && posted.errors.hasPrefix("sharedcache: downloaded, 201"))
+        #expect(origin.requests(atLeast: 4).last?.method == "POST")
+        // The POST invalidated the stored GET.
+        #expect(try fetch(item, "--offline").status == 1)
+        #expect(try fetch(item, "-X", "DELETE").status == 0)
+        #expect(origin.requests(atLeast: 5).last?.method == "DELETE")
+    }
+
+    @Test func badUsageAndMissesHaveTheirExitStatuses() throws {
+        #expect(try fetch("not a url").status == 64)
+        #expect(try fetch("ftp://example.com/x").status == 64)
+        #expect(try fetch(origin.url("/x").absoluteString, "-H", "no colon").status == 64)
+        #expect(try fetch(origin.url("/x").absoluteString, "--data-binary", "@/nonexistent").status == 66)
+        let missing = try fetch(origin.url("/plain/none").absoluteString, "--offline")
+        #expect(missing.status == 1 && missing.errors.contains("not in the cache"))
+        let refused = try fetch("http://127.0.0.1:1/nothing-listens")
+        #expect(refused.status == 69 && refused.errors.contains("failed"))
+    }
+
+    /// On a terminal (a pty from script(1)), a large body shows a progress line that is erased.
+    @Test func aProgressLineOnATerminal() throws {
+        try origin.write("/slow/large.bin", Data(count: 1_500_000))
+        let command = [Tool.admin.executable.path, "--dir", directory("cache"), "fetch", "-o", directory("large.bin"),
+            origin.url("/slow/large.bin").absoluteString].joined(separator: " ")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        process.arguments = ["-qec", command, "/dev/null"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(text)")
+        #expect(text.contains("\rreceived ") && text.contains(" of 1.5 MB ("), "\(text.debugDescription)")
+        #expect(text.contains("downloaded, 200, 1.5 MB"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory("large.bin"))).count == 1_500_000)
+    }
+}
