@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 
 #if canImport(Glibc)
 import Glibc
@@ -35,6 +36,28 @@ func measurePair(
         before = now()
         try cache(index)
         cacheSamples[index] = now() - before
+    }
+    return (summarize("floor: \(name)", floorSamples), summarize("SharedCache \(name)", cacheSamples))
+}
+
+/// ``measurePair`` for async operations, all run in one task, so the timings hold no hop from
+/// synchronous code into async code and back.
+func measurePairAsync(
+    _ name: String, count: Int, floor: @escaping @Sendable (Int) async throws -> Void,
+    cache: @escaping @Sendable (Int) async throws -> Void
+) throws -> (floor: Measurement, cache: Measurement) {
+    let (floorSamples, cacheSamples) = try runBlocking { () -> ([UInt64], [UInt64]) in
+        var floorSamples = [UInt64](repeating: 0, count: count)
+        var cacheSamples = [UInt64](repeating: 0, count: count)
+        for index in 0..<count {
+            var before = now()
+            try await floor(index)
+            floorSamples[index] = now() - before
+            before = now()
+            try await cache(index)
+            cacheSamples[index] = now() - before
+        }
+        return (floorSamples, cacheSamples)
     }
     return (summarize("floor: \(name)", floorSamples), summarize("SharedCache \(name)", cacheSamples))
 }

@@ -1,6 +1,6 @@
 // sharedcache-bench: SharedCache next to the physical floor of the same work, in one run.
 //
-//   swift run -c release sharedcache-bench [--quick] [--dir DIR] [--json FILE]
+//   swift run -c release sharedcache-bench [--quick] [--compaction-only | --http-only] [--dir DIR] [--json FILE]
 //
 // Floors are the bare syscalls a cache of one file per entry cannot avoid, timed the same way:
 //   get floor: open + pread(whole file) + close of a same-size file
@@ -23,6 +23,7 @@ struct Options {
     var directory: String? = nil
     var json: String? = nil
     var compactionOnly = false
+    var httpOnly = false
 
     init(_ arguments: ArraySlice<String>) {
         var arguments = arguments
@@ -36,6 +37,7 @@ struct Options {
             switch name {
             case "--quick": quick = true
             case "--compaction-only": compactionOnly = true
+            case "--http-only": httpOnly = true
             case "--dir": directory = value()
             case "--json": json = value()
             case "-h", "--help": usage(nil)
@@ -50,7 +52,7 @@ extension Array where Element == String {
 }
 
 func usage(_ problem: String?) -> Never {
-    let text = "usage: sharedcache-bench [--quick] [--compaction-only] [--dir DIR] [--json FILE]\n"
+    let text = "usage: sharedcache-bench [--quick] [--compaction-only | --http-only] [--dir DIR] [--json FILE]\n"
     if let problem {
         FileHandle.standardError.write(Data("sharedcache-bench: \(problem)\n\(text)".utf8))
         exit(64)
@@ -103,8 +105,39 @@ func printCompaction(_ compaction: CompactionMeasurement) {
     print("| checkpoint (manifest) size | \(format(compaction.manifestBytesPerEntry)) B/entry | |")
 }
 
+/// The HTTP table.
+func printHTTP(_ http: HTTPMeasurement?) {
+    if let http {
+        let added = http.revalidatedFetch.p50Microseconds - http.bareConditional.p50Microseconds
+        let share = added / http.bareConditional.p50Microseconds * 100
+        print("| HTTP against nginx on loopback, 1 KB, \(httpRequests) requests | p50 µs | p99 µs | added (p50) | target |")
+        print("|---|---|---|---|---|")
+        print(
+            "| URLSession alone: conditional GET, 304 | \(format(http.bareConditional.p50Microseconds)) | "
+                + "\(format(http.bareConditional.p99Microseconds)) | | |")
+        print(
+            "| fetch, revalidated (pin, 304, freshen, serve) | \(format(http.revalidatedFetch.p50Microseconds)) | "
+                + "\(format(http.revalidatedFetch.p99Microseconds)) | \(format(added)) µs = \(String(format: "%.0f", share)) % "
+                + "| ≤ 10 % or ≤ 100 µs |")
+        print("| get (memory tier) | \(format(http.plainGet.p50Microseconds)) | \(format(http.plainGet.p99Microseconds)) | | |")
+        print(
+            "| fetch, fresh hit | \(format(http.freshFetch.p50Microseconds)) | \(format(http.freshFetch.p99Microseconds)) | "
+                + "\(format(http.freshFetch.p50Microseconds - http.plainGet.p50Microseconds)) µs | |")
+        print("| get 1 KB from disk | \(format(http.diskGet.p50Microseconds)) | \(format(http.diskGet.p99Microseconds)) | | |")
+        print("| get 1 KB from the memory tier | \(format(http.memoryGet.p50Microseconds)) | \(format(http.memoryGet.p99Microseconds)) | | |")
+    } else {
+        print("(HTTP rows skipped: /usr/sbin/nginx is not installed; apt-get install nginx-light)")
+    }
+}
+
 let scale = options.quick ? 10 : 1
 let compactionEntries = options.quick ? 100_000 : 1_000_000
+let httpRequests = options.quick ? 300 : 3000
+if options.httpOnly {
+    printHTTP(try httpWorkloads(in: "\(runRoot)/http", requests: httpRequests))
+    try? FileManager.default.removeItem(atPath: runRoot)
+    exit(0)
+}
 if options.compactionOnly {
     printCompaction(try compactionAtScale(in: "\(runRoot)/scale", entries: compactionEntries))
     try? FileManager.default.removeItem(atPath: runRoot)
@@ -117,7 +150,9 @@ let workloads: [(size: Int, keys: Int)] = [(1024, 20_000 / scale), (100 * 1024, 
 for (size, keys) in workloads {
     let label = size >= 1024 * 100 ? "100 KB" : "1 KB"
     let root = "\(runRoot)/\(size)"
-    let cache = try SharedCache(directory: "\(root)/cache", configuration: Configuration(sizeLimit: 0))
+    // The memory tier off: these rows measure the disk path against the disk floor.
+    let cache = try SharedCache(
+        directory: "\(root)/cache", configuration: Configuration(sizeLimit: 0, memoryCostLimit: 0))
     let (floorPut, cachePut) = try putWorkload(in: "\(root)/floor", cache: cache, size: size, count: keys)
     let (floorGet, cacheGet) = try getWorkload(
         in: "\(root)/floor", cache: cache, size: size, count: keys, reads: keys * 5)
@@ -138,6 +173,7 @@ let notifications = options.quick ? 200 : 2000
 let notification = try removalLatency(in: "\(runRoot)/notify", count: notifications)
 let idleSeconds = options.quick ? 2.0 : 10.0
 let idleCPU = try idleSubscriberCPU(in: "\(runRoot)/notify", seconds: idleSeconds)
+let http = try httpWorkloads(in: "\(runRoot)/http", requests: httpRequests)
 let compaction = try compactionAtScale(in: "\(runRoot)/scale", entries: compactionEntries)
 
 func format(_ value: Double) -> String { String(format: value < 10 ? "%.2f" : "%.1f", value) }
@@ -177,6 +213,8 @@ print(
     "An idle subscriber process used \(format(Double(idleCPU) / 1000)) ms of CPU in \(Int(idleSeconds)) s "
         + "(one journal check per second; the fallback poll interval bounds a missed wake-up to 1 s).")
 print("")
+printHTTP(http)
+print("")
 printCompaction(compaction)
 print("")
 print(
@@ -198,6 +236,7 @@ if let json = options.json {
         var idleSubscriberCPUMicroseconds: Int
         var idleSeconds: Double
         var compaction: CompactionMeasurement
+        var http: HTTPMeasurement?
     }
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -205,6 +244,6 @@ if let json = options.json {
         rows: rows, openEntries: openEntries, openFromJournalMilliseconds: opening.journal,
         openFromManifestMilliseconds: opening.manifest, manifestBytes: opening.manifestBytes,
         notificationFloor: notification.floor, notification: notification.cache,
-        idleSubscriberCPUMicroseconds: idleCPU, idleSeconds: idleSeconds, compaction: compaction)
+        idleSubscriberCPUMicroseconds: idleCPU, idleSeconds: idleSeconds, compaction: compaction, http: http)
     try encoder.encode(report).write(to: URL(fileURLWithPath: json))
 }

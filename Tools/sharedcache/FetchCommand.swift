@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import SharedCache
 import SharedCacheCLI
@@ -40,7 +39,7 @@ extension Command {
         let terminal = invocation.terminal
         let transport: any HTTPTransport =
             terminal.stderrIsTerminal ? ProgressTransport(progress: ProgressLine(terminal: terminal)) : URLSessionTransport()
-        let result = try waitFor { try await cache.fetch(request, options: options, transport: transport) }
+        let result = try runBlocking { try await cache.fetch(request, options: options, transport: transport) }
 
         if let output = invocation.arguments.value("-o") {
             do {
@@ -105,21 +104,4 @@ struct FetchJSON: Encodable {
         bytes = result.data.count
         headers = result.headers.map { [$0.name, $0.value] }
     }
-}
-
-/// Runs async work to completion from the synchronous command code.
-func waitFor<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) throws -> Result {
-    let outcome = Locked<Swift.Result<Result, any Error>?>(nil)
-    let done = DispatchSemaphore(value: 0)
-    Task {
-        do {
-            let value = try await body()
-            outcome.withLock { $0 = .success(value) }
-        } catch {
-            outcome.withLock { $0 = .failure(error) }
-        }
-        done.signal()
-    }
-    done.wait()
-    return try outcome.withLock { $0! }.get()
 }

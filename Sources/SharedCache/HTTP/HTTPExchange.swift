@@ -50,18 +50,19 @@ struct HTTPExchange {
         let directives = directives
         let primaryKey = SharedCache.cacheKey(for: url)
         let (cache, request) = (cache, request)
-        var lookup = try await cache.offPool { try cache.lookupStored(primaryKey: primaryKey, request: request) }
-
+        var lookup = try cache.lookupStored(primaryKey: primaryKey, request: request)
         if let candidate = lookup.candidate, !options.forceRefresh, !directives.noCache,
-            candidate.isUsable(at: Clock.nowMilliseconds(), for: directives),
-            let body = try await cache.offPool({ try candidate.body() })
+            candidate.isUsable(at: Clock.nowMilliseconds(), for: directives)
         {
-            return answer(from: candidate, body: body, source: .fresh, headOnly: headOnly)
+            if let body = try await read(candidate) {
+                return answer(from: candidate, body: body, source: .fresh, headOnly: headOnly)
+            }
+            lookup.candidate = nil  // it failed its check and was discarded
         }
         if options.onlyFromCache || directives.onlyIfCached {
             if let candidate = lookup.candidate,
                 options.onlyFromCache || candidate.isUsable(at: Clock.nowMilliseconds(), for: directives),
-                let body = try await cache.offPool({ try candidate.body() })
+                let body = try await read(candidate)
             {
                 return answer(from: candidate, body: body, source: .offline, headOnly: headOnly)
             }
@@ -81,11 +82,11 @@ struct HTTPExchange {
         if waited {
             // Another process or task fetched this URL while we waited: use what it brought.
             let before = lookup.candidate?.version
-            lookup = try await cache.offPool { try cache.lookupStored(primaryKey: primaryKey, request: request) }
+            lookup = try cache.lookupStored(primaryKey: primaryKey, request: request)
             if let candidate = lookup.candidate, !options.forceRefresh,
                 candidate.version != before
                     || (!directives.noCache && candidate.isUsable(at: Clock.nowMilliseconds(), for: directives)),
-                let body = try await cache.offPool({ try candidate.body() })
+                let body = try await read(candidate)
             {
                 return answer(from: candidate, body: body, source: .fresh, headOnly: false)
             }
@@ -128,16 +129,17 @@ struct HTTPExchange {
             // The safety rule: serve a 304 only with the pinned body, checked now, and only if
             // the 304 is about that body.
             let matches = response.headers["ETag"].map { Self.weakMatch($0, candidate.etag) } ?? true
-            if matches, let body = try await cache.offPool({ try candidate.body() }) {
-                let heuristic = options.heuristicFreshness
-                let headers = try await cache.offPool {
-                    try cache.freshen(
-                        candidate, body: body, with: response.headers, requestTime: requestTime,
-                        responseTime: responseTime, heuristic: heuristic)
+            if matches, let body = try await read(candidate) {
+                let revalidation = cache.revalidation(
+                    of: candidate, by: response.headers, requestTime: requestTime, responseTime: responseTime,
+                    heuristic: options.heuristicFreshness)
+                // Usually one journal append, done here; storing a new version goes off the pool.
+                if try !(revalidation.changesOnlyFreshness && cache.journalFreshening(candidate, revalidation)) {
+                    try await cache.offPool { try cache.storeRevalidated(candidate, body: body, revalidation) }
                 }
                 cache.count { $0.revalidations += 1 }
                 cache.counters?.add(.revalidations)
-                var served = headers
+                var served = revalidation.headers
                 served.set("Age", "0")
                 return FetchResult(
                     data: method == "HEAD" ? Data() : body, status: candidate.response.status, headers: served, url: url,
@@ -159,6 +161,11 @@ struct HTTPExchange {
         return FetchResult(
             data: response.body, status: response.status, headers: response.headers, url: response.url ?? url,
             source: .downloaded)
+    }
+
+    /// The candidate's body, checked; read off the cooperative pool when it is large.
+    private func read(_ candidate: StoredCandidate) async throws -> Data? {
+        try await cache.offPool(when: candidate.entry.bodySize > SharedCache.inlineReadLimit) { try candidate.body() }
     }
 
     /// The stored response served as is (with its `Age`), or a 304 when the caller's own
@@ -205,7 +212,7 @@ struct HTTPExchange {
 
     private func staleAnswer(_ candidate: StoredCandidate?) async throws -> FetchResult? {
         guard options.staleIfError, let candidate, !candidate.response.mustRevalidate,
-            let body = try await cache.offPool({ try candidate.body() })
+            let body = try await read(candidate)
         else { return nil }
         return answer(from: candidate, body: body, source: .offline, headOnly: method == "HEAD")
     }

@@ -100,9 +100,19 @@ extension SharedCache {
         }
     }
 
-    /// Runs blocking cache work on a Dispatch thread, off the cooperative pool.
-    func offPool<Result: Sendable>(_ body: @escaping @Sendable () throws -> Result) async throws -> Result {
-        try await withCheckedThrowingContinuation { continuation in
+    /// Bodies up to this size are read on the calling task's thread: reading one takes
+    /// microseconds, less than the two thread switches of moving the read elsewhere.
+    static let inlineReadLimit: UInt64 = 64 * 1024
+
+    /// Runs cache work that takes long — writing a body, reading a large one — on a Dispatch
+    /// thread, off the cooperative pool. Index lookups (no lock, a `pread` or two), small reads
+    /// and single journal appends (whose lock other processes hold for one `write`) take
+    /// microseconds, less than the two thread switches of a trip elsewhere, and run inline.
+    func offPool<Result: Sendable>(when condition: Bool = true, _ body: @escaping @Sendable () throws -> Result)
+        async throws -> Result
+    {
+        guard condition else { return try body() }
+        return try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async { continuation.resume(with: Swift.Result { try body() }) }
         }
     }

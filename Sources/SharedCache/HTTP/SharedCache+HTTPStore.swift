@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -92,8 +92,10 @@ extension SharedCache {
         var pinFailed = false
     }
 
-    /// The key a URL's response is stored under: the URL without its fragment.
-    static func cacheKey(for url: URL) -> String {
+    /// The key ``fetch(_:options:transport:)`` stores a URL's response under (the URL without
+    /// its fragment), so ``get(key:)`` and ``remove(key:)`` reach it too.
+    public static func cacheKey(for url: URL) -> String {
+        guard url.fragment != nil else { return url.absoluteString }
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url.absoluteString }
         components.fragment = nil
         return components.string ?? url.absoluteString
@@ -251,43 +253,62 @@ extension SharedCache {
         return list
     }
 
-    /// Applies a 304 to a pinned candidate (RFC 9111 §4.3.4) and returns the headers to serve.
-    ///
-    /// When only `Date`, `Age` and `Expires` changed and freshness lasts as long as before, a
-    /// `freshened` record moves the entry's age for every process; otherwise (or when the entry
-    /// went away while the request was out) the body is stored again with the merged headers.
-    func freshen(
-        _ candidate: StoredCandidate, body: Data, with update: HTTPHeaders, requestTime: Int64, responseTime: Int64,
+    /// What a 304 changes about a stored response (RFC 9111 §4.3.4).
+    struct Revalidation: Sendable {
+        /// The stored headers updated with the 304's: what to serve.
+        var headers: HTTPHeaders
+        var lifetime: Int64
+        var birth: Int64
+        var expiresAt: Int64
+        /// Only `Date`, `Age` and `Expires` changed, and freshness lasts as long as before: a
+        /// `freshened` record says it all.
+        var changesOnlyFreshness: Bool
+    }
+
+    func revalidation(
+        of candidate: StoredCandidate, by update: HTTPHeaders, requestTime: Int64, responseTime: Int64,
         heuristic: Bool
-    ) throws -> HTTPHeaders {
+    ) -> Revalidation {
         var merged = candidate.response.headers
         var seen = Self.hopByHop.union(["content-length"])
         for (name, _) in update where seen.insert(name.lowercased()).inserted { merged.set(name, update[name]) }
         let lifetime = Freshness.lifetime(
             status: candidate.response.status, headers: merged, responseTime: responseTime, heuristic: heuristic)
         let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: update)
-        let expiresAt = retention(birth: birth, lifetime: lifetime, now: Clock.nowMilliseconds())
+        return Revalidation(
+            headers: merged, lifetime: lifetime, birth: birth,
+            expiresAt: retention(birth: birth, lifetime: lifetime, now: Clock.nowMilliseconds()),
+            changesOnlyFreshness: lifetime == candidate.response.lifetime
+                && merged.equals(candidate.response.headers, ignoring: ["date", "age", "expires"]))
+    }
 
-        if merged.equals(candidate.response.headers, ignoring: ["date", "age", "expires"]),
-            lifetime == candidate.response.lifetime
-        {
-            let freshened = try commit { index -> ([JournalRecord], Bool) in
-                guard index[candidate.hash]?.blobID == candidate.entry.blobID else { return ([], false) }
-                let record = FreshenedRecord(
-                    hash: candidate.hash, blobID: candidate.entry.blobID, storedAt: birth, expiresAt: expiresAt)
-                return ([.freshened(record)], true)
-            }
-            if freshened { return merged }
+    /// Journals a `freshened` record for the candidate, which moves its age and expiry for
+    /// every process; `false` if the entry is no longer that version (evicted or replaced while
+    /// the request was out).
+    func journalFreshening(_ candidate: StoredCandidate, _ revalidation: Revalidation) throws -> Bool {
+        try commit { index -> ([JournalRecord], Bool) in
+            guard index[candidate.hash]?.blobID == candidate.entry.blobID else { return ([], false) }
+            let record = FreshenedRecord(
+                hash: candidate.hash, blobID: candidate.entry.blobID, storedAt: revalidation.birth,
+                expiresAt: revalidation.expiresAt)
+            return ([.freshened(record)], true)
         }
-        let directives = CacheControl(merged["Cache-Control"])
+    }
+
+    /// Stores the revalidated body again as a new version with the merged headers: when the 304
+    /// changed more than freshness, or the entry went away while the request was out.
+    func storeRevalidated(_ candidate: StoredCandidate, body: Data, _ revalidation: Revalidation) throws {
+        let directives = CacheControl(revalidation.headers["Cache-Control"])
         var response = candidate.response
-        response.headers = merged
-        response.lifetime = lifetime
+        response.headers = revalidation.headers
+        response.lifetime = revalidation.lifetime
         response.mustRevalidate = directives.mustRevalidate || directives.noCache
-        var metadata = EntryMetadata(etag: merged["ETag"], lastModified: merged["Last-Modified"])
+        var metadata = EntryMetadata(
+            etag: revalidation.headers["ETag"], lastModified: revalidation.headers["Last-Modified"])
         metadata.attributes = StoredHTTP.response(response).encoded()
-        try store(key: candidate.key, data: body, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
-        return merged
+        try store(
+            key: candidate.key, data: body, metadata: metadata, storedAt: revalidation.birth,
+            expiresAt: revalidation.expiresAt)
     }
 
     /// Removes what is stored for `url` (and each variant of it), journaled as `invalidated`.

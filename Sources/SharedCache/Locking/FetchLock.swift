@@ -9,9 +9,10 @@ import Musl
 /// One network fetch per URL at a time, across every process and task: an exclusive flock(2)
 /// on `fetching/<hash>` while the request is in flight.
 ///
-/// The holder unlinks the file before it lets go, so the directory holds only files of fetches
-/// in progress. A waiter that then gets the lock on the unlinked file sees that the path now
-/// names another file (or none) and starts over. Waiting polls with async sleeps, so no thread
+/// The file stays when the fetch is done (creating and unlinking an inode per request costs
+/// more than the rest of a revalidation); checkpoints delete those more than an hour old. A
+/// waiter that gets the lock on a file the sweep has just unlinked sees that the path now names
+/// another file (or none) and starts over. Waiting polls with async sleeps, so no thread
 /// blocks; a holder killed mid-fetch releases the lock with its descriptor.
 final class FetchLock {
     static let directoryName = "fetching"
@@ -77,14 +78,14 @@ final class FetchLock {
         }
     }
 
-    /// Lets the next fetch of the URL go: unlink while still holding, then close.
+    /// Lets the next fetch of the URL go.
     func release() {
-        try? directory.removeFile(name)
         FileLock.unlock(file)
     }
 
-    /// Deletes files in `fetching/` that nobody holds and that are older than `age`: left by
-    /// a process killed between creating and unlinking one.
+    /// Deletes the files in `fetching/` created before `cutoff` that nobody holds right now.
+    /// Safe at any moment: a fetch that opened one of them finds it unlinked and starts over,
+    /// and the next fetch of its URL makes a new one.
     static func sweep(in directory: CacheDirectory, olderThan cutoff: Int64) throws -> Int {
         guard directory.isDirectory(directoryName) else { return 0 }
         var swept = 0

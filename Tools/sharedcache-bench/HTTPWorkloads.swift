@@ -1,0 +1,124 @@
+import Dispatch
+import Foundation
+import SharedCache
+import SharedCacheCLI
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The HTTP rows: a fetch through the cache next to the same request made with URLSession
+/// alone, against nginx on loopback, interleaved request by request.
+struct HTTPMeasurement: Codable {
+    /// A conditional GET answered 304: bare URLSession (the caller sends the validators and
+    /// has the body at hand) versus `fetch` (pin, validators, 304, freshen, serve).
+    var bareConditional: Measurement
+    var revalidatedFetch: Measurement
+    /// A fresh stored response: `fetch` versus a plain `get` of the same body.
+    var plainGet: Measurement
+    var freshFetch: Measurement
+    /// `get` answered from the memory tier, and from disk.
+    var memoryGet: Measurement
+    var diskGet: Measurement
+}
+
+/// nginx serving two 1 KB files, one with no freshness (every use revalidates) and one fresh
+/// for an hour; `nil` when nginx is not installed.
+final class BenchOrigin {
+    let root: String
+    let port: Int
+    private let process: Process
+
+    init?(root: String) throws {
+        let executable = "/usr/sbin/nginx"
+        guard FileManager.default.isExecutableFile(atPath: executable) else { return nil }
+        self.root = root
+        for folder in ["www/plain", "www/fresh", "temp"] {
+            try FileManager.default.createDirectory(atPath: "\(root)/\(folder)", withIntermediateDirectories: true)
+        }
+        _ = chmod(root, 0o755)
+        let body = Data((0..<1024).map { UInt8(truncatingIfNeeded: $0) })
+        try body.write(to: URL(fileURLWithPath: "\(root)/www/plain/1k.bin"))
+        try body.write(to: URL(fileURLWithPath: "\(root)/www/fresh/1k.bin"))
+        port = Int.random(in: 20_000..<60_000)
+        let configuration = """
+            daemon off; master_process off; pid \(root)/nginx.pid; error_log \(root)/error.log;
+            events { worker_connections 64; }
+            http {
+                access_log off;
+                client_body_temp_path \(root)/temp/body; proxy_temp_path \(root)/temp/proxy;
+                fastcgi_temp_path \(root)/temp/fastcgi; uwsgi_temp_path \(root)/temp/uwsgi;
+                scgi_temp_path \(root)/temp/scgi;
+                keepalive_requests 1000000;
+                server { listen 127.0.0.1:\(port); root \(root)/www; location /fresh/ { expires 1h; } }
+            }
+            """
+        try configuration.write(toFile: "\(root)/nginx.conf", atomically: true, encoding: .utf8)
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["-p", root, "-c", "\(root)/nginx.conf", "-e", "\(root)/error.log"]
+        try process.run()
+        let deadline = Date().addingTimeInterval(5)
+        while !FileManager.default.fileExists(atPath: "\(root)/nginx.pid") && Date() < deadline {
+            usleep(10_000)
+        }
+    }
+
+    func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+
+    deinit {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}
+
+func httpWorkloads(in root: String, requests: Int) throws -> HTTPMeasurement? {
+    guard let origin = try BenchOrigin(root: "\(root)/origin") else { return nil }
+    let cache = try SharedCache(directory: "\(root)/cache")
+    let plain = origin.url("/plain/1k.bin")
+    let fresh = origin.url("/fresh/1k.bin")
+    let transport = URLSessionTransport()
+    let session = URLSessionTransport.uncachedSession
+
+    // Warm up both paths (connections, the stored entries).
+    let first = try runBlocking { try await cache.fetch(URLRequest(url: plain), transport: transport) }
+    _ = try runBlocking { try await cache.fetch(URLRequest(url: fresh), transport: transport) }
+    var conditional = URLRequest(url: plain)
+    conditional.setValue(first.headers["ETag"], forHTTPHeaderField: "If-None-Match")
+    let bareRequest = conditional
+
+    let (bare, revalidated) = try measurePairAsync(
+        "conditional GET answered 304", count: requests,
+        floor: { _ in
+            let (_, response) = try await session.data(for: bareRequest)
+            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+            guard status == 304 else { fatalError("nginx answered \(status), not 304") }
+        },
+        cache: { _ in
+            let result = try await cache.fetch(URLRequest(url: plain), transport: transport)
+            guard result.source == .revalidated else { fatalError("fetch was \(result.source), not revalidated") }
+        })
+
+    let key = SharedCache.cacheKey(for: fresh)
+    let (plainGet, freshFetch) = try measurePairAsync(
+        "fresh hit", count: requests,
+        floor: { _ in guard try cache.get(key: key) != nil else { fatalError("entry missing") } },
+        cache: { _ in
+            let result = try await cache.fetch(URLRequest(url: fresh), transport: transport)
+            guard result.source == .fresh else { fatalError("fetch was \(result.source), not fresh") }
+        })
+
+    let disk = try SharedCache(directory: "\(root)/cache", configuration: Configuration(memoryCostLimit: 0))
+    let (diskGet, memoryGet) = try measurePair(
+        "get 1 KB", count: requests * 5,
+        floor: { _ in _ = try disk.get(key: key) },
+        cache: { _ in _ = try cache.get(key: key) })
+    return HTTPMeasurement(
+        bareConditional: bare, revalidatedFetch: revalidated, plainGet: plainGet, freshFetch: freshFetch,
+        memoryGet: memoryGet, diskGet: diskGet)
+}
