@@ -107,6 +107,26 @@ struct FetchTests {
         #expect(logged.map(\.status) == [200, 200, 200, 304])
     }
 
+    /// The caller's max-age, min-fresh and max-stale against a stored response's freshness.
+    @Test func theCallersOwnFreshnessDirectives() async throws {
+        try origin.write("/fresh/d.txt", "fresh for a minute")
+        try origin.write("/plain/d.txt", "stale at once")
+        let cache = try cache()
+        _ = try await cache.fetch(request("/fresh/d.txt"))
+        _ = try await cache.fetch(request("/plain/d.txt"))
+        func source(_ path: String, _ directives: String) async throws -> FetchSource {
+            try await cache.fetch(request(path, headers: ["Cache-Control": directives])).source
+        }
+        #expect(try await source("/fresh/d.txt", "max-age=3600") == .fresh)
+        #expect(try await source("/fresh/d.txt", "max-age=0") == .revalidated)
+        #expect(try await source("/fresh/d.txt", "min-fresh=30") == .fresh)
+        #expect(try await source("/fresh/d.txt", "min-fresh=3600") == .revalidated)
+        #expect(try await source("/plain/d.txt", "max-stale") == .fresh)
+        #expect(try await source("/plain/d.txt", "max-stale=3600") == .fresh)
+        #expect(try await source("/plain/d.txt", "no-cache") == .revalidated)
+        #expect(origin.requests(atLeast: 5).count == 5)
+    }
+
     @Test func variantsAreKeptApart() async throws {
         try origin.write("/vary/en.txt", "hello")
         try origin.write("/vary/fr.txt", "bonjour")
