@@ -87,18 +87,9 @@ func unlinkFloor(besides directory: String, count: Int) -> Double {
     return elapsed
 }
 
-/// Fills a cache with `entries` entries, then measures a pass in a helper process.
-func compactionAtScale(in root: String, entries: Int) throws -> CompactionMeasurement {
-    let size = 100
-    let total = UInt64(entries * size)
-    // Just over the limit: trimming to 90% of it evicts a tenth of the entries.
-    let cache = try SharedCache(
-        directory: root, configuration: Configuration(sizeLimit: total - 1, recencyInterval: .seconds(86400)))
-    let body = Data(repeating: 0x42, count: size)
-    for index in 0..<entries {
-        try cache.put(key: "https://example.com/scale/\(index)", data: body)
-    }
-    try cache.checkpoint()
+/// Measures a pass over a directory built by ``buildScaleDirectory(_:entries:sizeLimit:)``, in a
+/// helper process.
+func compactionAtScale(in root: String) throws -> CompactionMeasurement {
     let child = try ChildProcess(role: "compact", [root])
     let line = child.nextLine()
     child.finish()

@@ -11,7 +11,9 @@ func keyName(_ index: Int) -> String { "https://example.com/assets/\(index)/imag
 
 /// Puts of new keys, next to the floor: create + write + close + rename to a fresh name in a
 /// fan-out folder, then one 120-byte O_APPEND record.
-func putWorkload(in root: String, cache: SharedCache, size: Int, count: Int) throws -> (Measurement, Measurement) {
+func putWorkload(in root: String, cache: SharedCache, size: Int, count: Int, peer: PeerServer?) throws -> (
+    Measurement, Measurement, Measurement?
+) {
     let bytes = [UInt8](repeating: 0x5A, count: size)
     let body = Data(bytes)
     let record = [UInt8](repeating: 0x11, count: 120)
@@ -24,7 +26,7 @@ func putWorkload(in root: String, cache: SharedCache, size: Int, count: Int) thr
         ("\(root)/tmp/\(index)", "\(root)/\(String(format: "%02x", index % 256))/\(String(format: "%064x", index))")
     }
     let keys = (0..<count).map(keyName)
-    return try measurePair(
+    return try measureInterleaved(
         "put", count: count,
         floor: { index in
             let (temporary, final) = names[index]
@@ -36,20 +38,21 @@ func putWorkload(in root: String, cache: SharedCache, size: Int, count: Int) thr
         },
         cache: { index in
             try cache.put(key: keys[index], data: body, metadata: EntryMetadata(etag: "\"v\(index)\""))
-        })
+        },
+        peer: peer.map { peer in { index in try peer.time("put", index) } })
 }
 
 /// Gets in random order over the keys the put workload stored, next to the floor: open +
 /// pread + close of the files the floor put wrote.
-func getWorkload(in root: String, cache: SharedCache, size: Int, count: Int, reads: Int) throws -> (
-    Measurement, Measurement
-) {
+func getWorkload(in root: String, cache: SharedCache, size: Int, count: Int, reads: Int, peer: PeerServer?) throws
+    -> (Measurement, Measurement, Measurement?)
+{
     let order = (0..<reads).map { _ in Int.random(in: 0..<count) }
     let paths = (0..<count).map { "\(root)/\(String(format: "%02x", $0 % 256))/\(String(format: "%064x", $0))" }
     let keys = (0..<count).map(keyName)
     let buffer = UnsafeMutableRawPointer.allocate(byteCount: size + 4096, alignment: 16)
     defer { buffer.deallocate() }
-    return try measurePair(
+    return try measureInterleaved(
         "get", count: reads,
         floor: { index in
             let fd = open(paths[order[index]], O_RDONLY | O_CLOEXEC)
@@ -58,7 +61,8 @@ func getWorkload(in root: String, cache: SharedCache, size: Int, count: Int, rea
         },
         cache: { index in
             guard try cache.get(key: keys[order[index]]) != nil else { fatalError("benchmark key missing") }
-        })
+        },
+        peer: peer.map { peer in { index in try peer.time("get", order[index]) } })
 }
 
 /// Fills a cache with `count` tiny entries, then times opening it from the journal alone and

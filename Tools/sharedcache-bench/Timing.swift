@@ -26,9 +26,20 @@ struct Measurement: Codable {
 /// a minute, and timing one after the other would compare two different machines.
 func measurePair(
     _ name: String, count: Int, floor: (Int) throws -> Void, cache: (Int) throws -> Void
-) rethrows -> (floor: Measurement, cache: Measurement) {
+) throws -> (floor: Measurement, cache: Measurement) {
+    let (floor, cache, _) = try measureInterleaved(name, count: count, floor: floor, cache: cache, peer: nil)
+    return (floor, cache)
+}
+
+/// ``measurePair`` with a third contender: `peer(i)` does the same operation in the peer's own
+/// process and returns the nanoseconds it measured there (so the round trip to it is not counted).
+func measureInterleaved(
+    _ name: String, count: Int, floor: (Int) throws -> Void, cache: (Int) throws -> Void,
+    peer: ((Int) throws -> UInt64)?
+) throws -> (floor: Measurement, cache: Measurement, peer: Measurement?) {
     var floorSamples = [UInt64](repeating: 0, count: count)
     var cacheSamples = [UInt64](repeating: 0, count: count)
+    var peerSamples = [UInt64](repeating: 0, count: peer == nil ? 0 : count)
     for index in 0..<count {
         var before = now()
         try floor(index)
@@ -36,8 +47,12 @@ func measurePair(
         before = now()
         try cache(index)
         cacheSamples[index] = now() - before
+        if let peer { peerSamples[index] = try peer(index) }
     }
-    return (summarize("floor: \(name)", floorSamples), summarize("SharedCache \(name)", cacheSamples))
+    return (
+        summarize("floor: \(name)", floorSamples), summarize("SharedCache \(name)", cacheSamples),
+        peer == nil ? nil : summarize("diskcache \(name)", peerSamples)
+    )
 }
 
 /// ``measurePair`` for async operations, all run in one task, so the timings hold no hop from

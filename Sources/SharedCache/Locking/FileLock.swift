@@ -47,7 +47,7 @@ enum FileLock {
                 sched_yield()
             } else {
                 Clock.sleep(nanoseconds: pause)
-                pause = min(pause * 2, 2_000_000)
+                pause = min(pause * 2, 200_000)
             }
             if try tryLock(descriptor, kind) { return true }
             if Clock.monotonicNanoseconds() - start >= budget { return false }

@@ -1,0 +1,149 @@
+import Foundation
+import SharedCache
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// Per-operation cost, open time and memory at 1,000 / 100,000 / 1,000,000 entries, and
+// instruction counts of get and put under callgrind.
+
+struct ScaleMeasurement: Codable {
+    var entries: Int
+    var openMilliseconds: Double
+    /// Resident memory the open added, divided by the entries (the index, mostly).
+    var residentBytesPerEntry: Double
+    var get: Measurement
+    var put: Measurement
+}
+
+func scaleKey(_ index: Int) -> String { "https://example.com/scale/\(index)" }
+
+/// A directory of `entries` entries of 100 bytes, checkpointed.
+func buildScaleDirectory(_ root: String, entries: Int, sizeLimit: UInt64 = 0) throws {
+    let cache = try SharedCache(
+        directory: root,
+        configuration: Configuration(sizeLimit: sizeLimit, recencyInterval: .seconds(86400), memoryCostLimit: 0))
+    let body = Data(repeating: 0x42, count: 100)
+    for index in 0..<entries { try cache.put(key: scaleKey(index), data: body) }
+    try cache.checkpoint()
+}
+
+/// Measures a directory built by ``buildScaleDirectory(_:entries:sizeLimit:)`` in a fresh process.
+func scaleRow(_ root: String, entries: Int) throws -> ScaleMeasurement {
+    let child = try ChildProcess(role: "scale", [root, "\(entries)"])
+    let line = child.nextLine()
+    child.finish()
+    return try JSONDecoder().decode(ScaleMeasurement.self, from: Data(line.utf8))
+}
+
+/// `--role scale DIR ENTRIES`: open (timed, resident memory before and after), then 2,000 gets
+/// of random entries and 2,000 puts of new ones, with the memory tier off.
+func runScale(_ arguments: [String]) throws -> Never {
+    let (directory, entries) = (arguments[0], Int(arguments[1])!)
+    let before = residentBytes()
+    let start = now()
+    let cache = try SharedCache(
+        directory: directory, configuration: Configuration(recencyInterval: .seconds(86400), memoryCostLimit: 0))
+    let opened = Double(now() - start) / 1e6
+    let added = Double(residentBytes() - before)
+    let operations = 2000
+    let body = Data(repeating: 0x43, count: 100)
+    let reads = (0..<operations).map { _ in scaleKey(Int.random(in: 0..<entries)) }
+    let writes = (0..<operations).map { "https://example.com/scale/new/\($0)" }
+    var getSamples: [UInt64] = []
+    var putSamples: [UInt64] = []
+    for index in 0..<operations {
+        var before = now()
+        guard try cache.get(key: reads[index]) != nil else { fatalError("scale entry missing") }
+        getSamples.append(now() - before)
+        before = now()
+        try cache.put(key: writes[index], data: body)
+        putSamples.append(now() - before)
+    }
+    let measurement = ScaleMeasurement(
+        entries: entries, openMilliseconds: opened, residentBytesPerEntry: added / Double(entries),
+        get: summarize("get 100 B", getSamples), put: summarize("put 100 B", putSamples))
+    FileHandle.standardOutput.write(try JSONEncoder().encode(measurement) + Data("\n".utf8))
+    exit(0)
+}
+
+/// This process's resident memory in bytes (Linux: /proc/self/statm; elsewhere 0).
+func residentBytes() -> Int {
+    #if os(Linux)
+    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = text.split(separator: " ")
+    return (fields.count > 1 ? Int(fields[1]) ?? 0 : 0) * Int(sysconf(Int32(_SC_PAGESIZE)))
+    #else
+    return 0
+    #endif
+}
+
+// MARK: - Instruction counts
+
+/// Instructions per get and per put of 1 KB, from callgrind: the difference between runs of
+/// 1,200 and 200 operations, over 1,000, so start-up and setup cancel out. Stable on a noisy
+/// machine, where times are not.
+struct InstructionCounts: Codable {
+    var get: Double
+    var put: Double
+}
+
+let valgrind = "/usr/bin/valgrind"
+
+func instructionCounts(in root: String) throws -> InstructionCounts? {
+    guard FileManager.default.isExecutableFile(atPath: valgrind) else { return nil }
+    let cache = try SharedCache(directory: root, configuration: Configuration(sizeLimit: 0, memoryCostLimit: 0))
+    let body = Data(repeating: 0x44, count: 1024)
+    for index in 0..<1000 { try cache.put(key: keyName(index), data: body) }
+    try cache.checkpoint()
+    // valgrind 3.19 cannot read the DWARF 5 debug information Swift emits; a copy without it
+    // runs the same instructions.
+    let executable = "\(root)/sharedcache-bench-stripped"
+    let self_ = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+    let strip = Process()
+    strip.executableURL = URL(fileURLWithPath: "/usr/bin/objcopy")
+    strip.arguments = ["--strip-debug", self_, executable]
+    if (try? strip.run()) != nil { strip.waitUntilExit() }
+    let target = strip.terminationStatus == 0 && FileManager.default.fileExists(atPath: executable) ? executable : self_
+    func collected(_ operation: String, _ count: Int) throws -> Double {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: valgrind)
+        process.arguments = [
+            "--tool=callgrind", "--callgrind-out-file=/dev/null", target, "--role", "instructions", root,
+            operation, "\(count)",
+        ]
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard let line = text.split(separator: "\n").first(where: { $0.contains("Collected :") }),
+            let value = line.split(separator: " ").last.flatMap({ Double($0) })
+        else { fatalError("callgrind printed no instruction count:\n\(text)") }
+        return value
+    }
+    func perOperation(_ operation: String) throws -> Double {
+        (try collected(operation, 1200) - collected(operation, 200)) / 1000
+    }
+    return InstructionCounts(get: try perOperation("get"), put: try perOperation("put"))
+}
+
+/// `--role instructions DIR get|put COUNT`: the operations callgrind counts.
+func runInstructions(_ arguments: [String]) throws -> Never {
+    let (directory, operation, count) = (arguments[0], arguments[1], Int(arguments[2])!)
+    let cache = try SharedCache(directory: directory, configuration: Configuration(memoryCostLimit: 0))
+    let body = Data(repeating: 0x45, count: 1024)
+    let run = UInt64.random(in: 0...UInt64.max)
+    for index in 0..<count {
+        if operation == "get" {
+            guard try cache.get(key: keyName(index % 1000)) != nil else { fatalError("entry missing") }
+        } else {
+            try cache.put(key: "https://example.com/instructions/\(run)/\(index)", data: body)
+        }
+    }
+    exit(0)
+}
