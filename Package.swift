@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "sharedcache", targets: ["sharedcache"]),
         .executable(name: "sharedcached", targets: ["sharedcached"]),
         .executable(name: "sharedcache-bench", targets: ["sharedcache-bench"]),
+        .executable(name: "sharedcache-fuzz", targets: ["sharedcache-fuzz"]),
     ],
     targets: [
         // Checksums, the key hash and the one syscall Swift's Glibc does not import (renameat2).
@@ -51,6 +52,13 @@ let package = Package(
             path: "Tools/sharedcache-bench",
             swiftSettings: swiftSettings
         ),
+        // A seeded mutation fuzzer of the decoders and the argument parser.
+        .executableTarget(
+            name: "sharedcache-fuzz",
+            dependencies: ["SharedCache", "SharedCacheCLI"],
+            path: "Tools/sharedcache-fuzz",
+            swiftSettings: swiftSettings
+        ),
         // Spawned by the multi-process and crash tests: one process doing scripted cache work.
         .executableTarget(
             name: "sharedcache-test-worker",
@@ -60,7 +68,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SharedCacheTests",
-            dependencies: ["SharedCache", "SharedCacheCLI", "sharedcache-test-worker", "sharedcache", "sharedcached"],
+            dependencies: [
+                "SharedCache", "SharedCacheCLI", "sharedcache-test-worker", "sharedcache", "sharedcached",
+                "sharedcache-fuzz",
+            ],
             swiftSettings: swiftSettings
         ),
     ],

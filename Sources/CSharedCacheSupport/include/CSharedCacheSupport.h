@@ -22,6 +22,10 @@ void scs_sha256(const void *data, size_t length, uint8_t digest[32]);
 /// On other systems it always fails with ENOSYS; Darwin callers use `renameatx_np` instead.
 int scs_rename_noreplace(int from_dir, const char *from, int to_dir, const char *to);
 
+/// Linux `fstatfs(fd).f_type`: the filesystem's magic number (as in linux/magic.h), or -1 with
+/// errno set. On other systems it always fails with ENOSYS; Darwin callers read `f_fstypename`.
+int64_t scs_filesystem_magic(int fd);
+
 /// Atomically adds `value` to the 64-bit counter at `counter` (which must be 8-byte aligned, and
 /// may live in memory shared between processes by mmap(2)). Returns the previous value.
 uint64_t scs_atomic_add_u64(uint64_t *counter, uint64_t value);

@@ -29,6 +29,9 @@ public final class SharedCache: Sendable {
     let state: Locked<State>
     /// Activity counters shared by every process of the directory; `nil` if `stats` is unusable.
     let counters: SharedCounters?
+    /// Things about the directory a person should know, found when it was opened: a network
+    /// filesystem, for one. The tools print them; an app may log them.
+    public let warnings: [String]
 
     struct State {
         var live: LiveIndex
@@ -90,7 +93,20 @@ public final class SharedCache: Sendable {
             try LiveIndex.load(directory, lock: lock, timeout: configuration.lockTimeout, durable: durable)
         }
         self.path = path
-        self.settings = Locked(configuration.adopting(shared))
+        var adopted = configuration.adopting(shared)
+        var warnings: [String] = []
+        if case .network(let name) = (try? System.filesystemKind(directory.descriptor.rawValue)) ?? .local,
+            case .fileEvents(let interval) = configuration.journalWatching
+        {
+            // File events do not report other machines' appends: watch by polling instead.
+            adopted.journalWatching = .polling(every: interval)
+            warnings.append(
+                "\(path) is on a network filesystem (\(name)): removals by other machines are noticed by "
+                    + "polling the journal every \(interval), and flock(2) must work across clients for the "
+                    + "cache to be safe; prefer a local directory")
+        }
+        self.warnings = warnings
+        self.settings = Locked(adopted)
         self.directory = directory
         self.directoryLock = lock
         self.blobs = BlobStore(directory: directory)

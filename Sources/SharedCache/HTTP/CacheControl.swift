@@ -16,7 +16,7 @@ struct CacheControl: Sendable, Equatable {
     init(_ value: String?) {
         guard let value else { return }
         for directive in Self.split(value) {
-            let parts = directive.split(separator: "=", maxSplits: 1)
+            let parts = directive.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = parts[0].trimmingSpaces().lowercased()
             let argument = parts.count > 1 ? parts[1].trimmingSpaces().trimmingQuotes() : nil
             let seconds = argument.map { Int64($0).map { max(0, $0) } ?? 0 }

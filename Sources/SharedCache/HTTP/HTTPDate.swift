@@ -23,11 +23,13 @@ enum HTTPDate {
                 let parts = token.split(separator: ":").compactMap { Int($0) }
                 guard parts.count == 3 else { return nil }
                 time = parts
-            } else if let number = Int(token) {
+            } else if let number = Int(token), token.allSatisfy(\.isASCII) {
                 if day == nil && number <= 31 && token.count <= 2 {
                     day = number
-                } else {
+                } else if token.count == 4 && (1900...9999).contains(number) || token.count == 2 {
                     year = number
+                } else {
+                    return nil
                 }
             } else if let index = months.firstIndex(of: token.lowercased()) {
                 month = index

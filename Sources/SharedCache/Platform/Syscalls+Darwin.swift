@@ -37,5 +37,15 @@ extension System {
         if fcntl(descriptor, F_FULLFSYNC) == 0 { return }
         _ = try retryingInterrupts("fsync") { fsync(descriptor) }
     }
+
+    /// What kind of filesystem the open file or directory is on. The C function is `fstatfs`.
+    static func filesystemKind(_ descriptor: Int32) throws(SystemError) -> FilesystemKind {
+        var result = statfs()
+        _ = try retryingInterrupts("fstatfs") { fstatfs(descriptor, &result) }
+        let name = withUnsafeBytes(of: result.f_fstypename) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        return FilesystemKind(darwinTypeName: name)
+    }
 }
 #endif

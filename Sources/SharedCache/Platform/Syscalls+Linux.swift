@@ -44,5 +44,10 @@ extension System {
     static func synchronize(_ descriptor: Int32) throws(SystemError) {
         _ = try retryingInterrupts("fsync") { fsync(descriptor) }
     }
+
+    /// What kind of filesystem the open file or directory is on. The C function is `fstatfs`.
+    static func filesystemKind(_ descriptor: Int32) throws(SystemError) -> FilesystemKind {
+        FilesystemKind(linuxMagic: try retryingInterrupts("fstatfs") { scs_filesystem_magic(descriptor) })
+    }
 }
 #endif

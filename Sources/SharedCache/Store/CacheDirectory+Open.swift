@@ -26,6 +26,7 @@ extension CacheDirectory {
         let root = try openRoot(path, mode: fileMode | 0o100)
         let directory = CacheDirectory(path: path, descriptor: root, fileMode: fileMode)
         return try directory.perform("opening the cache at \(path)") {
+            try directory.refuseIfExposed()
             guard faccessat(directory.descriptor.rawValue, ".", W_OK | X_OK, 0) == 0 else {
                 throw SystemError("faccessat", errno: errno, path: path)
             }
@@ -66,8 +67,18 @@ extension CacheDirectory {
             prefix += "/"
         }
         do {
-            return try FileDescriptor(path: path, flags: O_RDONLY | O_DIRECTORY)
+            return try FileDescriptor(path: path, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
         } catch {
+            // Linux says ENOTDIR for a link opened with O_DIRECTORY | O_NOFOLLOW, Darwin ELOOP.
+            if error.errno == ELOOP || error.errno == ENOTDIR,
+                (try? System.status(at: AT_FDCWD, path))?.isSymbolicLink == true
+            {
+                throw SharedCacheError(
+                    .unsafePath,
+                    "\(path) is a symbolic link; point the cache at the directory itself, so nobody can "
+                        + "redirect it by replacing the link",
+                    path: path, systemCall: error.call, errno: error.errno)
+            }
             throw fail(error)
         }
     }
@@ -105,6 +116,27 @@ extension CacheDirectory {
                 path: "\(path)/format")
         } catch {
             throw SharedCacheError.corrupt("\(path)/format", path: "\(path)/format", error)
+        }
+    }
+
+    /// Refuses a root another user owns (it is theirs; files this process made in it would be
+    /// ours and could break it) or that every user may write to (anyone could plant files).
+    private func refuseIfExposed() throws {
+        let status = try descriptor.status()
+        if status.permissions & 0o002 != 0 {
+            throw SharedCacheError(
+                .unsafePath,
+                "\(path) is writable by every user (mode \(String(status.permissions, radix: 8))), so anyone could "
+                    + "plant files in the cache; run chmod o-w on it, or use a directory of your own",
+                path: path)
+        }
+        let user = System.effectiveUserID()
+        if status.owner != user {
+            throw SharedCacheError(
+                .permissionDenied,
+                "\(path) belongs to user \(status.owner), not to this process's user \(user); a cache directory "
+                    + "is its owner's: open it as that user, or use a directory of your own",
+                path: path)
         }
     }
 

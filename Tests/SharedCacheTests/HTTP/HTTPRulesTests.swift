@@ -26,6 +26,10 @@ struct HTTPRulesTests {
         #expect(request.maxStale == .max && request.minFresh == 10 && request.onlyIfCached && request.noStore)
         #expect(CacheControl("max-stale=30").maxStale == 30)
         #expect(CacheControl(nil) == CacheControl())
+        // Found by sharedcache-fuzz: a directive that is only "=" once crashed the parser.
+        var onlyMaxAge = CacheControl()
+        onlyMaxAge.maxAge = 0
+        #expect(CacheControl("=, =5, max-age=") == onlyMaxAge)
     }
 
     @Test func lifetimeComesFromMaxAgeThenExpiresThenTheOptInHeuristic() {
