@@ -37,6 +37,7 @@ package final class Daemon: @unchecked Sendable {
 
     private func runChecked(once: Bool, dryRun: Bool) throws(SharedCacheError) -> ExitStatus {
         let cache = try SharedCache(directory: directory)
+        for warning in cache.warnings { terminal.warn("warning: \(warning)") }
         let compactor = try Compactor(cache: cache)
         installSignalHandlers()
         log("compacting \(directory) (pid \(getpid()))", always: !once)

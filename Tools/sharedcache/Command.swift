@@ -44,7 +44,9 @@ struct Invocation {
 
     /// Opens the cache directory.
     func cache(_ configuration: Configuration = Configuration()) throws(SharedCacheError) -> SharedCache {
-        try SharedCache(directory: directory, configuration: configuration)
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        for warning in cache.warnings { terminal.warn("warning: \(warning)") }
+        return cache
     }
 
     /// The positional arguments, checked against how many the command takes.
