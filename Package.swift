@@ -62,7 +62,7 @@ let package = Package(
         // Spawned by the multi-process and crash tests: one process doing scripted cache work.
         .executableTarget(
             name: "sharedcache-test-worker",
-            dependencies: ["SharedCache"],
+            dependencies: ["SharedCache", "SharedCacheCLI"],
             path: "Tests/Helpers/sharedcache-test-worker",
             swiftSettings: swiftSettings
         ),

@@ -91,7 +91,7 @@ let mixedProcesses = 8
 /// `--role mixed DIR KEYS OPERATIONS SEED START_AT_NS OUT`: one of the 8 SharedCache processes.
 func runMixedWorker(_ arguments: [String]) throws -> Never {
     let (directory, keys, operations) = (arguments[0], Int(arguments[1])!, Int(arguments[2])!)
-    var random = SeededGenerator(seed: UInt64(arguments[3])!)
+    var random = SplitMix64(seed: UInt64(arguments[3])!)
     let startAt = UInt64(arguments[4])!
     let cache = try SharedCache(directory: directory)
     let names = (0..<keys).map(keyName)
@@ -121,7 +121,7 @@ func runMixedWorker(_ arguments: [String]) throws -> Never {
 /// machine's cores cost by themselves (scheduling included).
 func runMixedFloorWorker(_ arguments: [String]) throws -> Never {
     let (directory, keys, operations) = (arguments[0], Int(arguments[1])!, Int(arguments[2])!)
-    var random = SeededGenerator(seed: UInt64(arguments[3])!)
+    var random = SplitMix64(seed: UInt64(arguments[3])!)
     let startAt = UInt64(arguments[4])!
     let worker = arguments[3]
     let paths = (0..<keys).map { "\(directory)/\($0 % 256)/\($0)" }
@@ -167,17 +167,6 @@ func floorMixed(in root: String, operations: Int) throws -> MixedMeasurement {
     }
 }
 
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Starts `mixedProcesses` processes made by `command` together 1 s from now, waits for all,
 /// and merges what they wrote.

@@ -20,17 +20,6 @@ import Glibc
 import Darwin
 #endif
 
-struct Generator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 var inputs = 100_000
 var seed: UInt64 = 1
 var only: String? = nil
@@ -46,7 +35,7 @@ while let argument = arguments.popFirst() {
     }
 }
 
-var random = Generator(state: seed)
+var random = SplitMix64(seed: seed)
 let edgeBytes: [UInt8] = [0, 1, 0x7F, 0x80, 0xFF]
 let edgeWords: [UInt32] = [0, 1, 0x7FFF_FFFF, 0x8000_0000, 0xFFFF_FFFF, 0xFFFF_FFFE, 0x0010_0001]
 

@@ -31,51 +31,16 @@
 import Dispatch
 import Foundation
 import SharedCache
+import SharedCacheCLI
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 
-struct Generator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 func body(key: String, writer: Int, version: Int, size: Int) -> Data {
-    var data = Data("key=\(key);writer=\(writer);version=\(version);size=\(size);".utf8)
-    var padding = Generator(seed: UInt64(truncatingIfNeeded: key.hashValueStable &+ writer &* 31 &+ version &* 7919))
-    while data.count < size { data.append(UInt8(truncatingIfNeeded: padding.next())) }
-    return data
+    VerifiableBody.make(key: key, writer: writer, version: version, size: size)
 }
 
-/// Whether `data` is exactly a body `body(...)` makes for `key`.
-func isGenuine(_ data: Data, key: String) -> Bool {
-    let prefix = Data("key=\(key);writer=".utf8)
-    guard data.starts(with: prefix) else { return false }
-    // What follows is "W;version=V;size=S;" and then padding. Split bytes, not characters:
-    // a padding byte can form one grapheme cluster with the ";" before it.
-    let fields = data.dropFirst(prefix.count).prefix(64).split(separator: UInt8(ascii: ";"), maxSplits: 3)
-        .map { String(decoding: $0, as: UTF8.self) }
-    guard fields.count >= 3, let writer = Int(fields[0]), fields[1].hasPrefix("version="),
-        fields[2].hasPrefix("size="), let version = Int(fields[1].dropFirst(8)), let size = Int(fields[2].dropFirst(5))
-    else { return false }
-    return data == body(key: key, writer: writer, version: version, size: size)
-}
-
-extension String {
-    /// FNV-1a: Swift's `hashValue` is seeded per process, and every process must agree.
-    var hashValueStable: Int {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-        return Int(truncatingIfNeeded: hash)
-    }
-}
+func isGenuine(_ data: Data, key: String) -> Bool { VerifiableBody.origin(of: data, key: key) != nil }
 
 func keyName(_ index: Int) -> String { "https://example.com/item/\(index)" }
 
@@ -96,7 +61,7 @@ do {
     switch arguments[1] {
     case "mixed":
         let worker = Int(arguments[3])!, operations = Int(arguments[4])!, keys = Int(arguments[5])!
-        var random = Generator(seed: UInt64(arguments[6])!)
+        var random = SplitMix64(seed: UInt64(arguments[6])!)
         let cache = try SharedCache(directory: directory, configuration: configuration)
         var puts = 0, gets = 0, hits = 0, removes = 0, violations = 0
         for version in 0..<operations {
@@ -127,7 +92,7 @@ do {
         print("puts=\(puts) gets=\(gets) hits=\(hits) removes=\(removes) violations=\(violations)")
 
     case "writer":
-        var random = Generator(seed: UInt64(arguments[3])!)
+        var random = SplitMix64(seed: UInt64(arguments[3])!)
         let cache = try SharedCache(directory: directory, configuration: configuration)
         FileHandle.standardOutput.write(Data("ready\n".utf8))
         var version = 0

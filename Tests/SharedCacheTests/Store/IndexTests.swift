@@ -1,3 +1,4 @@
+import SharedCacheCLI
 import Testing
 
 @testable import SharedCache
@@ -10,7 +11,7 @@ struct IndexTests {
 
     /// Runs random inserts, replacements and removals on both, checking they agree throughout.
     static func agreesWithModel(hashes: [KeyHash], operations: Int, seed: UInt64) {
-        var random = SeededRandom(seed: seed)
+        var random = SplitMix64(seed: seed)
         var index = Index()
         var model: [KeyHash: IndexEntry] = [:]
         for step in 0..<operations {
