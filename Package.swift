@@ -17,6 +17,7 @@ let package = Package(
         .executable(name: "sharedcached", targets: ["sharedcached"]),
         .executable(name: "sharedcache-bench", targets: ["sharedcache-bench"]),
         .executable(name: "sharedcache-fuzz", targets: ["sharedcache-fuzz"]),
+        .executable(name: "sharedcache-stress", targets: ["sharedcache-stress"]),
     ],
     targets: [
         // Checksums, the key hash and the one syscall Swift's Glibc does not import (renameat2).
@@ -59,6 +60,13 @@ let package = Package(
             path: "Tools/sharedcache-fuzz",
             swiftSettings: swiftSettings
         ),
+        // Many processes, crashes and a checker of the invariants.
+        .executableTarget(
+            name: "sharedcache-stress",
+            dependencies: ["SharedCache", "SharedCacheCLI"],
+            path: "Tools/sharedcache-stress",
+            swiftSettings: swiftSettings
+        ),
         // Spawned by the multi-process and crash tests: one process doing scripted cache work.
         .executableTarget(
             name: "sharedcache-test-worker",
@@ -70,7 +78,7 @@ let package = Package(
             name: "SharedCacheTests",
             dependencies: [
                 "SharedCache", "SharedCacheCLI", "sharedcache-test-worker", "sharedcache", "sharedcached",
-                "sharedcache-fuzz",
+                "sharedcache-fuzz", "sharedcache-stress",
             ],
             swiftSettings: swiftSettings
         ),

@@ -27,61 +27,20 @@ struct HTTPMeasurement: Codable {
     var diskGet: Measurement
 }
 
-/// nginx serving two 1 KB files, one with no freshness (every use revalidates) and one fresh
-/// for an hour; `nil` when nginx is not installed.
-final class BenchOrigin {
-    let root: String
-    let port: Int
-    private let process: Process
-
-    init?(root: String) throws {
-        let executable = "/usr/sbin/nginx"
-        guard FileManager.default.isExecutableFile(atPath: executable) else { return nil }
-        self.root = root
-        for folder in ["www/plain", "www/fresh", "temp"] {
-            try FileManager.default.createDirectory(atPath: "\(root)/\(folder)", withIntermediateDirectories: true)
-        }
-        _ = chmod(root, 0o755)
-        let body = Data((0..<1024).map { UInt8(truncatingIfNeeded: $0) })
-        try body.write(to: URL(fileURLWithPath: "\(root)/www/plain/1k.bin"))
-        try body.write(to: URL(fileURLWithPath: "\(root)/www/fresh/1k.bin"))
-        port = Int.random(in: 20_000..<60_000)
-        let configuration = """
-            daemon off; master_process off; pid \(root)/nginx.pid; error_log \(root)/error.log;
-            events { worker_connections 64; }
-            http {
-                access_log off;
-                client_body_temp_path \(root)/temp/body; proxy_temp_path \(root)/temp/proxy;
-                fastcgi_temp_path \(root)/temp/fastcgi; uwsgi_temp_path \(root)/temp/uwsgi;
-                scgi_temp_path \(root)/temp/scgi;
-                keepalive_requests 1000000;
-                server { listen 127.0.0.1:\(port); root \(root)/www; location /fresh/ { expires 1h; } }
-            }
-            """
-        try configuration.write(toFile: "\(root)/nginx.conf", atomically: true, encoding: .utf8)
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-p", root, "-c", "\(root)/nginx.conf", "-e", "\(root)/error.log"]
-        try process.run()
-        let deadline = Date().addingTimeInterval(5)
-        while !FileManager.default.fileExists(atPath: "\(root)/nginx.pid") && Date() < deadline {
-            usleep(10_000)
-        }
-    }
-
-    func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
-
-    deinit {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-}
-
 func httpWorkloads(in root: String, requests: Int) throws -> HTTPMeasurement? {
-    guard let origin = try BenchOrigin(root: "\(root)/origin") else { return nil }
+    // Two 1 KB files: one with no freshness (every use revalidates), one fresh for an hour.
+    let body = Data((0..<1024).map { UInt8(truncatingIfNeeded: $0) })
+    guard
+        let origin = try LoopbackOrigin(root: "\(root)/origin", locations: "location /fresh/ { expires 1h; }", populate: { www in
+            for folder in ["plain", "fresh"] {
+                try FileManager.default.createDirectory(atPath: "\(www)/\(folder)", withIntermediateDirectories: true)
+                try body.write(to: URL(fileURLWithPath: "\(www)/\(folder)/1k.bin"))
+            }
+        })
+    else { return nil }
     let cache = try SharedCache(directory: "\(root)/cache")
-    let plain = origin.url("/plain/1k.bin")
-    let fresh = origin.url("/fresh/1k.bin")
+    let plain = URL(string: origin.url + "/plain/1k.bin")!
+    let fresh = URL(string: origin.url + "/fresh/1k.bin")!
     let transport = URLSessionTransport()
     let session = URLSessionTransport.uncachedSession
 

@@ -1,0 +1,19 @@
+import Foundation
+import Testing
+
+/// CI's short run of `sharedcache-stress`: 4 clients, 2 subscribers and the compactor for 20 s,
+/// with 50 rounds of SIGKILL to a random one of them (and a new one started in its place).
+@Suite("Stress: many processes, crashes, and the invariants checked from their logs")
+struct StressTests {
+    @Test func twentySecondsWithFiftyCrashRoundsBreakNoInvariant() throws {
+        let stress = Tool(name: "sharedcache-stress")
+        let result = try stress.run(["--seconds", "20", "--crash-rounds", "50"])
+        #expect(result.status == 0, "\(result.output)\(result.errors)")
+        let summary = result.output.split(separator: "\n").first { $0.hasPrefix("processes=") } ?? ""
+        #expect(summary.contains("violations=0"), "\(result.output)")
+        let counts = Worker.counters(String(summary))
+        #expect((counts["crash-rounds"] ?? 0) >= 40, "\(summary)")
+        #expect((counts["gets"] ?? 0) > 1000 && (counts["puts"] ?? 0) > 1000, "\(summary)")
+        #expect((counts["fetches"] ?? 0) > 100 && (counts["removals-heard"] ?? 0) > 1000, "\(summary)")
+    }
+}
