@@ -17,6 +17,9 @@ struct ScaleMeasurement: Codable {
     var residentBytesPerEntry: Double
     var get: Measurement
     var put: Measurement
+    /// The put floor (create + write + close + rename, one O_APPEND record), interleaved with the
+    /// puts: the filesystem's speed drifts too much between scales to compare puts without it.
+    var putFloor: Measurement
 }
 
 func scaleKey(_ index: Int) -> String { "https://example.com/scale/\(index)" }
@@ -55,6 +58,13 @@ func runScale(_ arguments: [String]) throws -> Never {
     let writes = (0..<operations).map { "https://example.com/scale/new/\($0)" }
     var getSamples: [UInt64] = []
     var putSamples: [UInt64] = []
+    var floorSamples: [UInt64] = []
+    let floor = "\(directory)-floor"
+    try FileManager.default.createDirectory(atPath: floor, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: floor) }
+    let journal = open("\(floor)/journal", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+    defer { close(journal) }
+    let bytes = [UInt8](repeating: 0x43, count: 100 + 160)  // a blob: body and header
     for index in 0..<operations {
         var before = now()
         guard try cache.get(key: reads[index]) != nil else { fatalError("scale entry missing") }
@@ -62,10 +72,19 @@ func runScale(_ arguments: [String]) throws -> Never {
         before = now()
         try cache.put(key: writes[index], data: body)
         putSamples.append(now() - before)
+        before = now()
+        let temporary = "\(floor)/tmp-\(index)"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        rename(temporary, "\(floor)/\(index)")
+        _ = bytes.withUnsafeBytes { write(journal, $0.baseAddress, 120) }
+        floorSamples.append(now() - before)
     }
     let measurement = ScaleMeasurement(
         entries: entries, openMilliseconds: opened, residentBytesPerEntry: added / Double(entries),
-        get: summarize("get 100 B", getSamples), put: summarize("put 100 B", putSamples))
+        get: summarize("get 100 B", getSamples), put: summarize("put 100 B", putSamples),
+        putFloor: summarize("put floor", floorSamples))
     FileHandle.standardOutput.write(try JSONEncoder().encode(measurement) + Data("\n".utf8))
     exit(0)
 }

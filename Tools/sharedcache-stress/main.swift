@@ -10,7 +10,8 @@
 //   3. every fetch served the origin's bytes (a 304 is never answered without its body);
 //   4. the directory verifies clean at the end.
 //
-//   sharedcache-stress [--seconds N] [--clients N] [--subscribers N] [--crash-rounds N] [--dir DIR]
+//   sharedcache-stress [--seconds N] [--clients N] [--subscribers N] [--crash-rounds N]
+//                      [--victims client,compactor,subscriber] [--dir DIR]
 //
 // Prints one summary line; exits 1 on any violation, listing them.
 
@@ -129,6 +130,8 @@ struct Options {
     var clients = 4
     var subscribers = 2
     var crashRounds = 0
+    /// Which kinds of process the crash rounds may kill.
+    var victims: [Child.Kind] = [.client, .client, .compactor, .subscriber]
     var directory: String?
 }
 
@@ -146,10 +149,16 @@ func parseOptions() -> Options {
         case "--subscribers": options.subscribers = max(1, Int(number(argument)))
         case "--crash-rounds": options.crashRounds = Int(number(argument))
         case "--dir": options.directory = arguments.popFirst()
+        case "--victims":
+            let kinds = (arguments.popFirst() ?? "").split(separator: ",").map { Child.Kind(rawValue: String($0)) }
+            guard !kinds.isEmpty, kinds.allSatisfy({ $0 != nil }) else {
+                fail("--victims takes a list of client, compactor, subscriber")
+            }
+            options.victims = kinds.map { $0! }
         default:
             fail(
                 "unknown option \(argument); usage: sharedcache-stress [--seconds N] [--clients N] "
-                    + "[--subscribers N] [--crash-rounds N] [--dir DIR]")
+                    + "[--subscribers N] [--crash-rounds N] [--victims client,compactor,subscriber] [--dir DIR]")
         }
     }
     return options
@@ -257,9 +266,8 @@ func runStress(_ options: Options) async throws -> Int32 {
         for round in 0..<options.crashRounds {
             try await Task.sleep(for: .seconds(pause))
             let live = children.filter { !$0.killed && $0.process.isRunning }
-            // Clients most often; always keep one subscriber from the start alive to check against.
-            let kinds: [Child.Kind] = [.client, .client, .compactor, .subscriber]
-            let kind = kinds.randomElement()!
+            // Always keep one subscriber from the start alive to check against.
+            let kind = options.victims.randomElement()!
             let candidates = live.filter { $0.kind == kind && !($0.kind == .subscriber && $0.id == fullRunSubscribers[0]) }
             guard let victim = candidates.randomElement() else { continue }
             victim.kill()
