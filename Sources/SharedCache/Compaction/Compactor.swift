@@ -75,6 +75,8 @@ package final class Compactor: Sendable {
     private let cache: SharedCache
     private let lock: DaemonLock
     private let pendingUnlinks = Locked<[(hash: KeyHash, blobID: UInt64, due: Int64)]>([])
+    /// Where ``adoptJournaledRemovals()`` has read the journal to.
+    private let removalReader = Locked<JournalCursor?>(nil)
 
     /// A blob file no entry refers to is only taken for an orphan once it is this old: a put
     /// renames its blob into place a moment before it journals it.
@@ -85,6 +87,38 @@ package final class Compactor: Sendable {
     package init(cache: SharedCache) throws(SharedCacheError) {
         self.cache = cache
         lock = try cache.directory.perform("taking the compactor lock") { try DaemonLock(in: cache.directory) }
+        try adoptJournaledRemovals()
+    }
+
+    /// Takes on the unlink of every blob whose removal the journal records, whoever journaled
+    /// it: a process killed between journaling a removal and unlinking its blob (a superseding
+    /// put, a remove, a previous compactor's evictions) leaves the blob behind otherwise, until
+    /// the orphan sweep finds it ``orphanAge`` later. Unlinking a blob that is already gone does
+    /// nothing, and a removed version never comes back (blob IDs are never reused), so this is
+    /// safe. Starts at the oldest segment kept, then follows the journal pass by pass.
+    private func adoptJournaledRemovals() throws(SharedCacheError) {
+        let due = Clock.nowMilliseconds() + cache.configuration.evictionGracePeriod.milliseconds
+        var removals: [(hash: KeyHash, blobID: UInt64, due: Int64)] = []
+        try cache.directory.perform("reading the journal's removals") {
+            try removalReader.withLock { reader in
+                let directory = cache.directory
+                for _ in 0..<2 {
+                    if reader == nil {
+                        guard let oldest = try JournalSegment.generations(in: directory).first,
+                            let segment = try JournalSegment.open(oldest, in: directory)
+                        else { return }
+                        reader = JournalCursor(segment: segment, lastSequence: segment.header.firstSequence - 1)
+                    }
+                    // The cursor follows the seals through later segments.
+                    let progress = try reader!.advance(in: directory, repairing: false) { record, _ in
+                        if case .removed(let removed) = record { removals.append((removed.hash, removed.blobID, due)) }
+                    }
+                    if progress != .mustResynchronize { return }
+                    reader = nil  // fell behind a retired segment: start again from the oldest
+                }
+            }
+        }
+        pendingUnlinks.withLock { $0 += removals }
     }
 
     /// One pass. `shouldStop` is asked between steps; a stop leaves everything journaled so far
@@ -112,6 +146,7 @@ package final class Compactor: Sendable {
         defer { report.duration = .nanoseconds(Clock.monotonicNanoseconds() - start) }
         guard !options.dryRun else { return report }
 
+        try adoptJournaledRemovals()
         report.blobsUnlinked = try unlinkPendingBlobs(waitingForGracePeriod: false)
         var evicted: [EvictionPlan.Victim] = []
         for batchStart in stride(from: 0, to: plan.victims.count, by: Self.batchSize) {

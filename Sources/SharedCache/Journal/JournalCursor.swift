@@ -52,14 +52,18 @@ final class JournalCursor {
         while true {
             if let next = sealedNext {
                 guard let following = try JournalSegment.open(next, in: directory) else {
+                    // Later segments exist: the next one was retired while we were behind, and
+                    // only the manifest can tell where to continue. (Re-creating it here would
+                    // append records no process that is up to date would ever read.)
+                    let newest = try JournalSegment.generations(in: directory).last ?? 0
+                    if newest > next { return .mustResynchronize }
                     if repairing {
                         // The process that sealed this segment died before creating the next.
                         try JournalSegment.create(
                             next, firstSequence: lastSequence + 1, in: directory, durable: durable)
                         continue
                     }
-                    let newest = try JournalSegment.generations(in: directory).last ?? 0
-                    return newest > next ? .mustResynchronize : .upToDate
+                    return .upToDate
                 }
                 guard following.header.firstSequence == lastSequence + 1 else { return .mustResynchronize }
                 segment = following

@@ -216,7 +216,12 @@ final class LiveIndex {
             let segment = cursor.segment
             try lockSegment(segment, timeout: timeout)
             defer { FileLock.unlock(segment.file) }
-            _ = try advance(repairing: true, durable: durable)
+            // Behind a retired segment: reload from the manifest, then lock where it leads.
+            // Appending here would put records after a seal, where no reader looks.
+            if try advance(repairing: true, durable: durable) == .mustResynchronize {
+                try resynchronize()
+                continue
+            }
             // A checkpoint sealed the segment we locked; move to the next one and lock that.
             if cursor.segment !== segment { continue }
             let (records, decision) = try decide(index)
@@ -240,7 +245,10 @@ final class LiveIndex {
             let segment = cursor.segment
             try lockSegment(segment, timeout: timeout)
             defer { FileLock.unlock(segment.file) }
-            _ = try advance(repairing: true, durable: durable)
+            if try advance(repairing: true, durable: durable) == .mustResynchronize {
+                try resynchronize()
+                continue
+            }
             if cursor.segment !== segment { continue }
             let next = segment.generation + 1
             try cursor.append([.sealed(nextGeneration: next)], durable: durable)

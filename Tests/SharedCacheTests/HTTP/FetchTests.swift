@@ -235,8 +235,9 @@ struct FetchTests {
     }
 
     @Test func aKilledDownloadLeavesNoEntryAndNoPartialBlob() async throws {
-        // At 100 KB/s this download takes 30 s: it is surely under way when the worker dies.
-        try origin.write("/stall/killed.bin", Data(count: 3_000_000))
+        // At 100 KB/s this download takes over three minutes: it is surely under way when the
+        // worker dies, however long a busy test run takes to get here.
+        try origin.write("/stall/killed.bin", Data(count: 20_000_000))
         let cache = try cache()
         let url = origin.url("/stall/killed.bin")
         let (process, _, _) = try Worker.start(["fetch", directory("cache"), url.absoluteString])
