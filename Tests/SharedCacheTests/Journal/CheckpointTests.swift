@@ -53,6 +53,25 @@ struct CheckpointTests {
         #expect(statistics.journalGeneration == 6)
     }
 
+    /// Found by sharedcache-stress: a process whose segment's successors were all retired used
+    /// to re-create the next segment and append there, where no up-to-date process looks.
+    @Test func aWriterBehindRetiredSegmentsAppendsWhereEveryoneReads() throws {
+        let directory = try TemporaryDirectory()
+        let behind = try SharedCache(directory: directory("cache"), configuration: Configuration(memoryCostLimit: 0))
+        let ahead = try SharedCache(
+            directory: directory("cache"), configuration: Configuration(journalRetention: .zero, memoryCostLimit: 0))
+        #expect(try behind.statistics().journalGeneration == 1)
+        for round in 0..<3 {
+            try ahead.put(key: "round \(round)", data: Data("\(round)".utf8))
+            try ahead.checkpoint()
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory("cache/journal/0000000000000002")))
+        try behind.put(key: "from behind", data: Data("late".utf8))
+        #expect(try ahead.get(key: "from behind")?.data == Data("late".utf8))
+        #expect(!FileManager.default.fileExists(atPath: directory("cache/journal/0000000000000002")))
+        #expect(try SharedCache(directory: directory("cache")).get(key: "from behind")?.data == Data("late".utf8))
+    }
+
     @Test func aReaderOneCheckpointBehindFollowsTheSealWithoutReloading() throws {
         let directory = try TemporaryDirectory()
         let writer = try SharedCache(directory: directory("cache"))
