@@ -212,18 +212,7 @@ final class LiveIndex {
     func commit<Decision>(
         timeout: Duration, durable: Bool, _ decide: (Index) throws -> ([JournalRecord], Decision)
     ) throws -> Decision {
-        while true {
-            let segment = cursor.segment
-            try lockSegment(segment, timeout: timeout)
-            defer { FileLock.unlock(segment.file) }
-            // Behind a retired segment: reload from the manifest, then lock where it leads.
-            // Appending here would put records after a seal, where no reader looks.
-            if try advance(repairing: true, durable: durable) == .mustResynchronize {
-                try resynchronize()
-                continue
-            }
-            // A checkpoint sealed the segment we locked; move to the next one and lock that.
-            if cursor.segment !== segment { continue }
+        try withAppendLock(timeout: timeout, durable: durable) {
             let (records, decision) = try decide(index)
             if !records.isEmpty {
                 let first = cursor.lastSequence + 1
@@ -237,20 +226,31 @@ final class LiveIndex {
         }
     }
 
-    /// Seals the current segment, starts the next, and returns the index as of the seal.
-    ///
-    /// The caller holds the directory lock; the segment's append lock is held only for the seal.
-    func seal(timeout: Duration, durable: Bool) throws -> (index: Index, generation: UInt64, lastSequence: UInt64) {
+    /// Runs `body` holding the append lock of the newest segment, with every record before the
+    /// end applied.
+    private func withAppendLock<Result>(timeout: Duration, durable: Bool, _ body: () throws -> Result) throws -> Result {
         while true {
             let segment = cursor.segment
             try lockSegment(segment, timeout: timeout)
             defer { FileLock.unlock(segment.file) }
+            // Behind a retired segment: reload from the manifest, then lock where it leads.
+            // Appending here would put records after a seal, where no reader looks.
             if try advance(repairing: true, durable: durable) == .mustResynchronize {
                 try resynchronize()
                 continue
             }
+            // A checkpoint sealed the segment we locked; move to the next one and lock that.
             if cursor.segment !== segment { continue }
-            let next = segment.generation + 1
+            return try body()
+        }
+    }
+
+    /// Seals the current segment, starts the next, and returns the index as of the seal.
+    ///
+    /// The caller holds the directory lock; the segment's append lock is held only for the seal.
+    func seal(timeout: Duration, durable: Bool) throws -> (index: Index, generation: UInt64, lastSequence: UInt64) {
+        try withAppendLock(timeout: timeout, durable: durable) {
+            let next = cursor.segment.generation + 1
             try cursor.append([.sealed(nextGeneration: next)], durable: durable)
             apply(.sealed(nextGeneration: next), sequence: cursor.lastSequence)
             try JournalSegment.create(next, firstSequence: cursor.lastSequence + 1, in: directory, durable: durable)
