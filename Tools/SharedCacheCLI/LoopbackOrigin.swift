@@ -16,9 +16,12 @@ package final class LoopbackOrigin {
     private let process: Process
 
     /// - Parameters:
+    ///   - http: directives for nginx's `http` block (logging, maps, types).
     ///   - locations: extra nginx `location` blocks.
     ///   - populate: writes the files to serve into the document root it is given.
-    package init?(root: String, locations: String = "", populate: (String) throws -> Void) throws {
+    package init?(
+        root: String, http: String = "access_log off;", locations: String = "", populate: (String) throws -> Void
+    ) throws {
         guard FileManager.default.isExecutableFile(atPath: Self.executable) else { return nil }
         let www = "\(root)/www"
         for folder in [www, "\(root)/temp"] {
@@ -36,7 +39,7 @@ package final class LoopbackOrigin {
                 daemon off; master_process off; pid \(root)/nginx.pid; error_log \(root)/error.log;
                 events { worker_connections 256; }
                 http {
-                    access_log off;
+                    \(http)
                     client_body_temp_path \(root)/temp/body; proxy_temp_path \(root)/temp/proxy;
                     fastcgi_temp_path \(root)/temp/fastcgi; uwsgi_temp_path \(root)/temp/uwsgi;
                     scgi_temp_path \(root)/temp/scgi;

@@ -1,10 +1,11 @@
 import Foundation
+import SharedCacheCLI
 
 /// A real nginx on loopback, serving files a test writes and logging what each request carried
 /// (`If-None-Match`, `If-Modified-Since`, `Accept-Language`) and its status.
 ///
-/// Runs as one process in the foreground (`master_process off`), stopped when the value goes.
-/// Locations: `/fresh/` adds `expires 60s`; `/nostore/` adds `Cache-Control: no-store`;
+/// Started through ``LoopbackOrigin`` (as the benchmark's and the stress run's origins are),
+/// with a log format of its own. Locations: `/fresh/` adds `expires 60s`; `/nostore/` adds `Cache-Control: no-store`;
 /// `/vary/page` serves `/vary/<language>.txt` by `Accept-Language` with `Vary` and 60 s of
 /// freshness; `/slow/` sends at 1 MB/s, `/stall/` at 100 KB/s; `/things/` answers POST with 201.
 final class Origin {
@@ -23,11 +24,7 @@ final class Origin {
     }
 
     let directory: TemporaryDirectory
-    let port: Int
-    private let process: Process
-
-    static var isAvailable: Bool { FileManager.default.isExecutableFile(atPath: executable) }
-    static let executable = "/usr/sbin/nginx"
+    private let server: LoopbackOrigin
 
     init() throws {
         directory = try TemporaryDirectory()
@@ -35,86 +32,36 @@ final class Origin {
         for path in [directory.path, (directory.path as NSString).deletingLastPathComponent] {
             try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
         }
-        for folder in ["www/fresh", "www/nostore", "www/vary", "www/slow", "www/stall", "www/things", "www/plain", "temp"] {
-            try FileManager.default.createDirectory(
-                atPath: directory(folder), withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        }
-        var attempt = 0
-        while true {
-            attempt += 1
-            let port = Int.random(in: 20_000..<60_000)
-            try Self.configuration(directory: directory.path, port: port)
-                .write(toFile: directory("nginx.conf"), atomically: true, encoding: .utf8)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: Self.executable)
-            process.arguments = ["-p", directory.path, "-c", directory("nginx.conf"), "-e", directory("error.log")]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            // The pid file appears once the listening socket is open; an exit means the port was taken.
-            let deadline = Date().addingTimeInterval(10)
-            while process.isRunning && !FileManager.default.fileExists(atPath: directory("nginx.pid"))
-                && Date() < deadline
-            {
-                Thread.sleep(forTimeInterval: 0.01)
-            }
-            if process.isRunning && FileManager.default.fileExists(atPath: directory("nginx.pid")) {
-                self.port = port
-                self.process = process
-                return
-            }
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            guard attempt < 5 else {
-                let log = (try? String(contentsOfFile: directory("error.log"), encoding: .utf8)) ?? ""
-                throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "nginx did not start: \(log)"])
-            }
-        }
-    }
-
-    deinit {
-        // SIGKILL: test runners start children with SIGTERM blocked, and nginx inherits that.
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-
-    private static func configuration(directory: String, port: Int) -> String {
-        """
-        daemon off;
-        master_process off;
-        pid \(directory)/nginx.pid;
-        events { worker_connections 256; }
-        http {
+        let logs = directory("access.log")
+        let http = """
             log_format probe escape=none '$request_method|$uri|$status|$http_if_none_match|$http_if_modified_since|$http_accept_language';
-            access_log \(directory)/access.log probe;
-            client_body_temp_path \(directory)/temp/body;
-            proxy_temp_path \(directory)/temp/proxy;
-            fastcgi_temp_path \(directory)/temp/fastcgi;
-            uwsgi_temp_path \(directory)/temp/uwsgi;
-            scgi_temp_path \(directory)/temp/scgi;
+            access_log \(logs) probe;
             default_type text/plain;
             map $http_accept_language $language { default en; ~^fr fr; }
-            server {
-                listen 127.0.0.1:\(port);
-                root \(directory)/www;
-                location /fresh/ { expires 60s; }
-                location /nostore/ { add_header Cache-Control no-store; }
-                location = /vary/page {
-                    add_header Vary Accept-Language;
-                    expires 60s;
-                    try_files /vary/$language.txt =404;
+            """
+        let locations = """
+            location /fresh/ { expires 60s; }
+            location /nostore/ { add_header Cache-Control no-store; }
+            location = /vary/page { add_header Vary Accept-Language; expires 60s; try_files /vary/$language.txt =404; }
+            location /slow/ { limit_rate 1m; }
+            location /stall/ { limit_rate 100k; }
+            location /things/ { if ($request_method = POST) { return 201; } }
+            """
+        guard
+            let server = try LoopbackOrigin(root: directory.path, http: http, locations: locations, populate: { www in
+                for folder in ["fresh", "nostore", "vary", "slow", "stall", "things", "plain"] {
+                    try FileManager.default.createDirectory(atPath: "\(www)/\(folder)", withIntermediateDirectories: true)
                 }
-                location /slow/ { limit_rate 1m; }
-                location /stall/ { limit_rate 100k; }
-                location /things/ {
-                    if ($request_method = POST) { return 201; }
-                }
-            }
+            })
+        else {
+            throw CocoaError(
+                .fileNoSuchFile,
+                userInfo: [NSLocalizedDescriptionKey: "\(LoopbackOrigin.executable) is missing: apt-get install nginx-light"])
         }
-        """
+        self.server = server
     }
 
-    func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+    func url(_ path: String) -> URL { URL(string: server.url + path)! }
 
     /// Writes a file under the document root, world-readable, with the given modification time.
     func write(_ path: String, _ contents: Data, modified: Date = Date(timeIntervalSinceNow: -3600)) throws {
