@@ -19,15 +19,20 @@ import Musl
 /// Calls `body` until it does not fail with EINTR, and throws any other failure.
 @inline(__always)
 func retryingInterrupts<Result: FixedWidthInteger>(
-    _ call: @autoclosure () -> String, path: String? = nil, _ body: () -> Result
+    _ call: @autoclosure () -> String, path: @autoclosure () -> String? = nil, _ body: () -> Result
 ) throws(SystemError) -> Result {
+    #if DEBUG
+    if Failpoint.isArmed, let injected = Failpoint.fault(call()) {
+        throw SystemError(call(), errno: injected, path: path())
+    }
+    #endif
     while true {
         let result = body()
         if result != -1 { return result }
         let error = errno
         if error == EINTR { continue }
         precondition(error != EBADF, "SharedCache used a closed file descriptor in \(call())")
-        throw SystemError(call(), errno: error, path: path)
+        throw SystemError(call(), errno: error, path: path())
     }
 }
 

@@ -50,8 +50,12 @@ final class SharedCounters: @unchecked Sendable {
         else { return nil }
         let file = FileDescriptor(rawValue: raw)
         guard let status = try? file.status(), status.isRegularFile else { return nil }
-        // Extending with zeros is idempotent, so racing creators agree.
-        if status.size < Int64(size) { try? file.truncate(to: Int64(size)) }
+        // Extending with zeros is idempotent, so racing creators agree. Mapping past the end of
+        // a shorter file would fault on first touch (SIGBUS): without the full size, no counters.
+        if status.size < Int64(size) {
+            try? file.truncate(to: Int64(size))
+            guard let extended = try? file.status(), extended.size >= Int64(size) else { return nil }
+        }
         guard let mapped = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, file.rawValue, 0),
             mapped != MAP_FAILED
         else { return nil }

@@ -21,6 +21,11 @@
 //   sharedcache-test-worker fetch DIR URL [START-AT]
 //       one fetch through the cache, begun at START-AT (milliseconds since the epoch) so several
 //       workers can start together; prints "source=S status=N bytes=N sha=HASH".
+//   sharedcache-test-worker faults DIR
+//       a fixed script of durable puts, gets, a remove and a checkpoint, run with a failpoint
+//       armed (SHAREDCACHE_FAILPOINT); prints one "OPERATION KEY RESULT" line each, the result
+//       being ok, hit, miss, or the error code, then "failpoint - fired|idle". Exits 2 if even
+//       opening the cache failed.
 //   sharedcache-test-worker verify DIR KEYS
 //       reads every key; exits 0 and prints "entries=N damaged=N" if every body is one the
 //       generator makes (damaged counts indexed entries whose blob was missing or failed a check).
@@ -225,6 +230,29 @@ do {
         }
         // A live index entry whose blob is missing or bad would show up as a discarded blob.
         print("entries=\(entries) damaged=\(try cache.statistics().damagedBlobs)")
+
+    case "faults":
+        let cache = try SharedCache(directory: directory, configuration: Configuration(durability: .synchronized))
+        func outcome(_ body: () throws -> String) -> String {
+            do { return try body() } catch let error as SharedCacheError { return error.code.description } catch {
+                return "unexpected"
+            }
+        }
+        func line(_ text: String) { FileHandle.standardOutput.write(Data((text + "\n").utf8)) }
+        for index in 0..<4 {
+            let key = keyName(index)
+            line("put \(key) " + outcome { try cache.put(key: key, data: body(key: key, writer: 9, version: index, size: 2000)); return "ok" })
+        }
+        for index in 0..<4 {
+            let key = keyName(index)
+            line("get \(key) " + outcome { try cache.get(key: key) == nil ? "miss" : "hit" })
+        }
+        line("remove \(keyName(1)) " + outcome { try cache.remove(key: keyName(1)) ? "ok" : "miss" })
+        line("checkpoint - " + outcome { try cache.checkpoint(); return "ok" })
+        line("put \(keyName(4)) " + outcome { try cache.put(key: keyName(4), data: body(key: keyName(4), writer: 9, version: 4, size: 2000)); return "ok" })
+        #if DEBUG
+        line("failpoint - \(Failpoint.hasFired ? "fired" : "idle")")
+        #endif
 
     case "fetch":
         let cache = try SharedCache(directory: directory, configuration: configuration)

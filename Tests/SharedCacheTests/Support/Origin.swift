@@ -5,8 +5,9 @@ import SharedCacheCLI
 /// (`If-None-Match`, `If-Modified-Since`, `Accept-Language`) and its status.
 ///
 /// Started through ``LoopbackOrigin`` (as the benchmark's and the stress run's origins are),
-/// with a log format of its own. Locations: `/fresh/` adds `expires 60s`; `/nostore/` adds `Cache-Control: no-store`;
-/// `/vary/page` serves `/vary/<language>.txt` by `Accept-Language` with `Vary` and 60 s of
+/// with a log format of its own. Locations: `/fresh/` adds `expires 1h` (long, so that a slow
+/// machine cannot outlast it); `/nostore/` adds `Cache-Control: no-store`;
+/// `/vary/page` serves `/vary/<language>.txt` by `Accept-Language` with `Vary` and an hour of
 /// freshness; `/slow/` sends at 1 MB/s, `/stall/` at 100 KB/s; `/things/` answers POST with 201.
 final class Origin {
     struct LoggedRequest: Equatable, CustomStringConvertible {
@@ -40,9 +41,9 @@ final class Origin {
             map $http_accept_language $language { default en; ~^fr fr; }
             """
         let locations = """
-            location /fresh/ { expires 60s; }
+            location /fresh/ { expires 1h; }
             location /nostore/ { add_header Cache-Control no-store; }
-            location = /vary/page { add_header Vary Accept-Language; expires 60s; try_files /vary/$language.txt =404; }
+            location = /vary/page { add_header Vary Accept-Language; expires 1h; try_files /vary/$language.txt =404; }
             location /slow/ { limit_rate 1m; }
             location /stall/ { limit_rate 100k; }
             location /things/ { if ($request_method = POST) { return 201; } }
