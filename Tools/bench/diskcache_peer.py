@@ -1,8 +1,5 @@
 """The peer side of sharedcache-bench: python-diskcache running the same workloads.
 
-    python diskcache_peer.py single DIR SIZE KEYS READS
-        puts KEYS new keys of SIZE bytes, then READS gets of random stored keys; prints one JSON
-        object: {"put": {...}, "get": {...}} with p50/p99 in microseconds and ops/s.
     python diskcache_peer.py mixed DIR KEYS OPERATIONS SEED START_AT_NS OUT
         waits until START_AT_NS (CLOCK_MONOTONIC), then OPERATIONS operations over KEYS keys,
         90 % get / 10 % put of 1 KB; writes every latency in nanoseconds to OUT, one per line,
@@ -19,7 +16,6 @@ runs with its defaults (SQLite in WAL mode, synchronous=NORMAL; values of 32 KiB
 their own files), as a user would get it.
 """
 
-import json
 import os
 import random
 import sys
@@ -30,44 +26,6 @@ import diskcache
 
 def key(index):
     return f"https://example.com/assets/{index}/image.png"
-
-
-def summary(samples):
-    samples = sorted(samples)
-    count = len(samples)
-
-    def percentile(p):
-        return samples[min(count - 1, int(count * p))] / 1000
-
-    return {
-        "operations": count,
-        "p50Microseconds": percentile(0.5),
-        "p99Microseconds": percentile(0.99),
-        "operationsPerSecond": count / (sum(samples) / 1e9),
-    }
-
-
-def single(directory, size, keys, reads):
-    cache = diskcache.Cache(directory)
-    value = os.urandom(size)
-    clock = time.perf_counter_ns
-    puts = []
-    for index in range(keys):
-        name = key(index)
-        before = clock()
-        cache.set(name, value)
-        puts.append(clock() - before)
-    gets = []
-    order = [random.randrange(keys) for _ in range(reads)]
-    for index in order:
-        name = key(index)
-        before = clock()
-        found = cache.get(name)
-        gets.append(clock() - before)
-        if found is None:
-            raise SystemExit(f"diskcache lost {name}")
-    cache.close()
-    print(json.dumps({"put": summary(puts), "get": summary(gets)}))
 
 
 def serve(directory, size):
@@ -127,9 +85,7 @@ def mixed(directory, keys, operations, seed, start_at, out):
 
 def main(arguments):
     command = arguments[0]
-    if command == "single":
-        single(arguments[1], int(arguments[2]), int(arguments[3]), int(arguments[4]))
-    elif command == "serve":
+    if command == "serve":
         serve(arguments[1], int(arguments[2]))
     elif command == "fill":
         fill(arguments[1], int(arguments[2]), int(arguments[3]))

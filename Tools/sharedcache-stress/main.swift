@@ -185,7 +185,7 @@ final class Child {
         process.standardInput = input
         process.standardOutput = output
         if let errors {
-            FileManager.default.createFile(atPath: errors, contents: nil)
+            _ = FileManager.default.createFile(atPath: errors, contents: nil)
             process.standardError = FileHandle(forWritingAtPath: errors)
         } else {
             process.standardError = FileHandle.standardError
@@ -200,7 +200,7 @@ final class Child {
 
     func kill() {
         killed = true
-        Glibc_kill(process.processIdentifier, SIGKILL)
+        send(SIGKILL, to: process)
         process.waitUntilExit()
     }
 
@@ -211,7 +211,8 @@ final class Child {
     }
 }
 
-func Glibc_kill(_ pid: Int32, _ signal: Int32) { _ = kill(pid, signal) }
+/// kill(2), reachable where `Child.kill()` would shadow it.
+func send(_ signal: Int32, to process: Process) { _ = kill(process.processIdentifier, signal) }
 
 func runStress(_ options: Options) async throws -> Int32 {
     let root = options.directory ?? NSTemporaryDirectory() + "sharedcache-stress-\(getpid())"
@@ -296,7 +297,7 @@ func runStress(_ options: Options) async throws -> Int32 {
         }
     }
     for child in children where !child.killed {
-        if child.kind == .compactor { Glibc_kill(child.process.processIdentifier, SIGTERM) }
+        if child.kind == .compactor { send(SIGTERM, to: child.process) }
         child.finish()
     }
 

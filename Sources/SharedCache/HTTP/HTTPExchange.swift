@@ -12,14 +12,6 @@ struct HTTPExchange {
     let options: FetchOptions
     let transport: any HTTPTransport
 
-    init(cache: SharedCache, request: URLRequest, url: URL, options: FetchOptions, transport: any HTTPTransport) {
-        self.cache = cache
-        self.request = request
-        self.url = url
-        self.options = options
-        self.transport = transport
-    }
-
     private var method: String { (request.httpMethod ?? "GET").uppercased() }
 
     func run() async throws -> FetchResult {
@@ -158,9 +150,7 @@ struct HTTPExchange {
         }
         cache.count { $0.downloads += 1 }
         cache.counters?.add(.downloads)
-        return FetchResult(
-            data: response.body, status: response.status, headers: response.headers, url: response.url ?? url,
-            source: .downloaded)
+        return downloaded(response)
     }
 
     /// The candidate's body, checked; read off the cooperative pool when it is large.
@@ -217,13 +207,18 @@ struct HTTPExchange {
         return answer(from: candidate, body: body, source: .offline, headOnly: method == "HEAD")
     }
 
+    /// A response as the network delivered it.
+    private func downloaded(_ response: TransportResponse) -> FetchResult {
+        FetchResult(
+            data: response.body, status: response.status, headers: response.headers, url: response.url ?? url,
+            source: .downloaded)
+    }
+
     // MARK: Other methods
 
     private func passThrough() async throws -> FetchResult {
         let response = try await transport.send(request)
-        return FetchResult(
-            data: response.body, status: response.status, headers: response.headers, url: response.url ?? url,
-            source: .downloaded)
+        return downloaded(response)
     }
 
     /// RFC 9111 §4.4: a successful unsafe request makes what is stored for its URL, and for
@@ -240,8 +235,6 @@ struct HTTPExchange {
             let cache = cache
             try await cache.offPool { for target in targets { try cache.invalidate(target) } }
         }
-        return FetchResult(
-            data: response.body, status: response.status, headers: response.headers, url: response.url ?? url,
-            source: .downloaded)
+        return downloaded(response)
     }
 }

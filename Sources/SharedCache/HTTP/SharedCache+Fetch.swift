@@ -95,7 +95,7 @@ extension SharedCache {
             throw error
         } catch {
             var wrapped = SharedCacheError(.network, "\(request.httpMethod ?? "GET") \(url.absoluteString) failed: \(error); check the network and the URL")
-            wrapped.underlyingError = error as? any Error & Sendable
+            wrapped.underlyingError = error
             throw wrapped
         }
     }
