@@ -19,7 +19,9 @@ public struct CompactionReport: Sendable {
     public var bytesAfter: UInt64
     /// Oldest first: expired entries, then least recently used.
     public var evictions: [Eviction]
-    /// The checkpoint that ended the pass (none for a dry run, or a pass stopped early).
+    /// The checkpoint that ended the pass: none for a dry run, a pass stopped early, or a pass
+    /// that found the journal where this compactor's last checkpoint left it, less than
+    /// ``Configuration/journalRetention`` ago (there is nothing to fold, and nothing to retire).
     public var checkpoint: CheckpointSummary?
     /// Blob files no entry refers to (left by killed writers), deleted.
     public var orphansRemoved: Int
@@ -77,6 +79,11 @@ package final class Compactor: Sendable {
     private let pendingUnlinks = Locked<[(hash: KeyHash, blobID: UInt64, due: Int64)]>([])
     /// Where ``adoptJournaledRemovals()`` has read the journal to.
     private let removalReader = Locked<JournalCursor?>(nil)
+    /// Blobs this compactor evicted (and queued for unlinking) whose removal records
+    /// ``adoptJournaledRemovals()`` has not read back yet: read back, they are not queued twice.
+    private let ownEvictions = Locked<Set<UInt64>>([])
+    /// The journal position just after this compactor's last checkpoint, and when it was made.
+    private let lastCheckpoint = Locked<(sequence: UInt64, at: Int64)?>(nil)
 
     /// A blob file no entry refers to is only taken for an orphan once it is this old: a put
     /// renames its blob into place a moment before it journals it.
@@ -118,7 +125,8 @@ package final class Compactor: Sendable {
                 }
             }
         }
-        pendingUnlinks.withLock { $0 += removals }
+        let adopted = ownEvictions.withLock { own in removals.filter { own.remove($0.blobID) == nil } }
+        pendingUnlinks.withLock { $0 += adopted }
     }
 
     /// One pass. `shouldStop` is asked between steps; a stop leaves everything journaled so far
@@ -161,6 +169,7 @@ package final class Compactor: Sendable {
         pendingUnlinks.withLock { pending in
             pending += evicted.map { ($0.hash, $0.entry.blobID, due) }
         }
+        ownEvictions.withLock { $0.formUnion(evicted.map(\.entry.blobID)) }
         report.evictions = evicted.map(Self.eviction)
         let after = try cache.statistics()
         (report.entriesAfter, report.bytesAfter) = (after.entryCount, after.totalBytes)
@@ -168,7 +177,16 @@ package final class Compactor: Sendable {
             report.stoppedEarly = true
             return report
         }
-        report.checkpoint = try cache.checkpoint()
+        let idle = lastCheckpoint.withLock { last in
+            guard let last else { return false }
+            return after.journalSequence == last.sequence
+                && Clock.nowMilliseconds() - last.at < configuration.journalRetention.milliseconds
+        }
+        if !idle {
+            report.checkpoint = try cache.checkpoint()
+            let position = try cache.statistics().journalSequence
+            lastCheckpoint.withLock { $0 = (position, Clock.nowMilliseconds()) }
+        }
         if options.sweepOrphans && !shouldStop() { report.orphansRemoved = try sweepOrphans() }
         cache.counters?.add(.compactions)
         cache.counters?.raise(.lastCompactionAt, to: UInt64(Clock.nowMilliseconds()))

@@ -52,6 +52,32 @@ struct CompactionTests {
         #expect(try cache.get(key: "k5") == nil)
     }
 
+    /// A long-lived compactor (as in sharedcached) reads its own evictions back from the
+    /// journal: each blob is still unlinked once, and a pass that finds the journal where its
+    /// last checkpoint left it does not checkpoint again.
+    @Test func aLongLivedCompactorUnlinksOnceAndSkipsIdleCheckpoints() throws {
+        let directory = try TemporaryDirectory()
+        var configuration = Self.quickGrace
+        configuration.evictionGracePeriod = .zero
+        configuration.journalRetention = .seconds(60)
+        let cache = try SharedCache(directory: directory("cache"), configuration: configuration)
+        for index in 0..<6 {
+            try cache.put(key: "gone \(index)", data: Data(count: 100), metadata: EntryMetadata(expiry: .at(.distantPast)))
+        }
+        let compactor = try Compactor(cache: cache)
+        let first = try compactor.pass(CompactionOptions())
+        #expect(first.expiredCount == 6 && first.checkpoint != nil)
+        let second = try compactor.pass(CompactionOptions())
+        #expect(second.blobsUnlinked == 6, "each evicted blob unlinked once, not once more when read back")
+        #expect(second.checkpoint == nil, "nothing was appended since the last checkpoint")
+        #expect(try blobFiles(in: directory("cache")).isEmpty)
+
+        try cache.put(key: "new", data: Data(count: 10))
+        let third = try compactor.pass(CompactionOptions())
+        #expect(third.blobsUnlinked == 0 && third.checkpoint != nil)
+        #expect(try cache.verify().isClean)
+    }
+
     @Test func evictionsAreJournaledBeforeTheirBlobsAreUnlinked() throws {
         let directory = try TemporaryDirectory()
         var configuration = Self.quickGrace
