@@ -22,7 +22,7 @@ func retryingInterrupts<Result: FixedWidthInteger>(
     _ call: @autoclosure () -> String, path: @autoclosure () -> String? = nil, _ body: () -> Result
 ) throws(SystemError) -> Result {
     #if DEBUG
-    if Failpoint.isArmed, let injected = Failpoint.fault(call()) {
+    if Failpoint.isArmed, let injected = Failpoint.error(call()) {
         throw SystemError(call(), errno: injected, path: path())
     }
     #endif
@@ -70,12 +70,24 @@ enum System {
     /// Writes up to `buffer.count` bytes at the current offset (or at the end with `O_APPEND`).
     /// The C function is `write`.
     static func write(_ descriptor: Int32, _ buffer: UnsafeRawBufferPointer) throws(SystemError) -> Int {
-        try retryingInterrupts("write") { Glibc_or_Darwin_write(descriptor, buffer.baseAddress, buffer.count) }
+        var count = buffer.count
+        #if DEBUG
+        if Failpoint.isArmed, let shortened = Failpoint.shortWrite("write", requested: count) { count = shortened }
+        #endif
+        return try retryingInterrupts("write") { Glibc_or_Darwin_write(descriptor, buffer.baseAddress, count) }
     }
 
     /// Writes the buffers in order with one call. The C function is `writev`.
     static func write(_ descriptor: Int32, vectors: UnsafeBufferPointer<iovec>) throws(SystemError) -> Int {
-        try retryingInterrupts("writev") { writev(descriptor, vectors.baseAddress, Int32(vectors.count)) }
+        #if DEBUG
+        // A short writev writes a prefix; half of the first buffer is one.
+        if Failpoint.isArmed, let first = vectors.first,
+            let shortened = Failpoint.shortWrite("writev", requested: first.iov_len)
+        {
+            return try retryingInterrupts("writev") { Glibc_or_Darwin_write(descriptor, first.iov_base, shortened) }
+        }
+        #endif
+        return try retryingInterrupts("writev") { writev(descriptor, vectors.baseAddress, Int32(vectors.count)) }
     }
 
     /// Status of an open descriptor. The C function is `fstat`.

@@ -4,9 +4,9 @@ import Testing
 
 @testable import SharedCache
 
-/// Every system call that writes or opens, failing at each of its first calls in turn, in a
-/// worker process doing durable puts, gets, a remove and a checkpoint (debug builds carry the
-/// failpoint seam, `SHAREDCACHE_FAILPOINT`). Each operation fails with a clear error or works;
+/// Every system call that writes or opens, failing (or, for writes, cut short) at each of its
+/// first uses in turn, in a worker process doing durable puts, gets, a remove and a checkpoint
+/// (debug builds carry the failpoint seam, `SHAREDCACHE_FAILPOINT`). Each operation fails with a clear error or works;
 /// nothing stored before is lost or wrong; once the fault clears, the cache works and verifies.
 @Suite("Fault injection at the system-call layer", .serialized)
 struct FaultInjectionTests {
@@ -17,7 +17,7 @@ struct FaultInjectionTests {
     func everyCallFailingAtEachOfItsFirstUses(call: String) throws {
         var injected = 0
         for occurrence in Self.occurrences {
-            for code in ["EIO", "ENOSPC"] {
+            for code in Self.faults(of: call) {
                 let directory = try TemporaryDirectory()
                 let result = try Worker.run(
                     ["faults", directory("cache")], environment: ["SHAREDCACHE_FAILPOINT": "\(call):\(occurrence):\(code)"])
@@ -49,6 +49,11 @@ struct FaultInjectionTests {
         // The failpoint must have fired somewhere, or this test tests nothing. (Some faults are
         // absorbed by design, an unlink that fails after its removal is journaled for one.)
         #expect(injected > 0, "\(call) never fired")
+    }
+
+    /// EIO and ENOSPC for every call; writes are also cut short, as a filling disk does.
+    static func faults(of call: String) -> [String] {
+        ["write", "writev"].contains(call) ? ["EIO", "ENOSPC", "short"] : ["EIO", "ENOSPC"]
     }
 
     func keyName(_ index: Int) -> String { "https://example.com/item/\(index)" }
