@@ -9,9 +9,30 @@ import Glibc
 import Darwin
 #endif
 
-// stat, journal, verify, compact, config: the directory as a whole.
+// init, stat, journal, verify, compact, config: the directory as a whole.
 
 extension Command {
+    static let initialize = Command(
+        name: "init", synopsis: "[--group]",
+        summary: """
+            Create the cache directory (any command does, privately) and say who may use it. With \
+            --group, every member of the directory's group may: directories get mode 2770 and files \
+            0660 whatever each process's umask. A new directory takes your group; to share with \
+            another, chgrp -R it, or run init in an empty directory made with that group and mode 2770.
+            """,
+        options: [(.flag("--group"), "share the new directory with its group")]
+    ) { invocation in
+        _ = try invocation.positional(0...0, "")
+        let cache = try invocation.cache(Configuration(sharing: invocation.arguments.has("--group") ? .group : .owner))
+        let sharing = SharingReport(cache)
+        if invocation.json {
+            invocation.terminal.printJSON(["directory": cache.path, "sharing": sharing.name])
+        } else {
+            invocation.terminal.print("\(cache.path): \(sharing.description)")
+        }
+        return .success
+    }
+
     static let stat = Command(
         name: "stat", synopsis: "",
         summary: """
@@ -32,7 +53,8 @@ extension Command {
             defaultExpirySeconds: configuration.defaultExpiry?.components.seconds,
             journalSegments: layout.segments.count, journalGeneration: statistics.journalGeneration,
             journalSequence: statistics.journalSequence, manifestBytes: layout.manifestBytes,
-            compactorProcessID: daemon, activity: statistics.directory.map(ActivityJSON.init))
+            sharing: SharingReport(cache).name, compactorProcessID: daemon,
+            activity: statistics.directory.map(ActivityJSON.init))
         if invocation.json {
             invocation.terminal.printJSON(report)
             return .success
@@ -40,6 +62,7 @@ extension Command {
         let limit = report.sizeLimit == 0 ? "no limit" : formatBytes(report.sizeLimit)
         var lines = [
             ("directory", report.directory),
+            ("sharing", SharingReport(cache).description),
             ("entries", "\(report.entries)" + (report.entryLimit == 0 ? "" : " of at most \(report.entryLimit)")),
             ("bytes", "\(formatBytes(report.bytes)) of \(limit)"),
             ("default expiry", configuration.defaultExpiry.map(DurationText.format) ?? "never"),
@@ -241,6 +264,8 @@ struct StatReport: Encodable {
     var journalGeneration: UInt64
     var journalSequence: UInt64
     var manifestBytes: Int64
+    /// "owner" or "group".
+    var sharing: String
     var compactorProcessID: Int32?
     var activity: ActivityJSON?
 }
@@ -320,3 +345,24 @@ struct CompactJSON: Encodable {
         orphansRemoved = report.orphansRemoved
     }
 }
+
+/// Who may use the directory, as `init` and `stat` print it.
+struct SharingReport {
+    var name: String
+    var description: String
+
+    init(_ cache: SharedCache) {
+        var status = stat()
+        let group = lstat(cache.path, &status) == 0 ? status.st_gid : 0
+        switch cache.configuration.sharing {
+        case .owner:
+            name = "owner"
+            description = "private to its owner (mode 700)"
+        case .group:
+            name = "group"
+            let groupName = getgrgid(group).map { String(cString: $0.pointee.gr_name) } ?? "\(group)"
+            description = "shared with group \(groupName) (mode 2770)"
+        }
+    }
+}
+

@@ -8,7 +8,7 @@ resetSignalMask()
 let terminal = Terminal(tool: "sharedcache")
 
 let commands: [Command] = [
-    .fetch, .get, .put, .remove, .clear, .list, .show, .stat, .journal, .verify, .compact, .config, .demo,
+    .fetch, .get, .put, .remove, .clear, .list, .show, .initialize, .stat, .journal, .verify, .compact, .config, .demo,
     .demoClient, .demoCompactor,
 ]
 

@@ -34,6 +34,9 @@ public struct Configuration: Sendable, Hashable {
     /// disk; 0 turns the memory tier off. A copy is never served once any process replaced or
     /// removed its entry.
     public var memoryCostLimit: Int
+    /// Who may use a cache directory this process creates. An existing directory's own mode
+    /// decides; asking for ``Sharing/group`` there fails if the directory is private.
+    public var sharing: Sharing
 
     public init(
         sizeLimit: UInt64 = 1 << 30,
@@ -45,7 +48,8 @@ public struct Configuration: Sendable, Hashable {
         journalRetention: Duration = .seconds(60),
         recencyInterval: Duration = .seconds(600),
         evictionGracePeriod: Duration = .seconds(1),
-        memoryCostLimit: Int = 16 << 20
+        memoryCostLimit: Int = 16 << 20,
+        sharing: Sharing = .owner
     ) {
         self.sizeLimit = sizeLimit
         self.entryLimit = entryLimit
@@ -57,6 +61,7 @@ public struct Configuration: Sendable, Hashable {
         self.recencyInterval = recencyInterval
         self.evictionGracePeriod = evictionGracePeriod
         self.memoryCostLimit = memoryCostLimit
+        self.sharing = sharing
     }
 
     /// This configuration with the shared limits taken from a directory's `config`.
@@ -67,6 +72,16 @@ public struct Configuration: Sendable, Hashable {
         result.defaultExpiry = shared.defaultExpirySeconds.map { .seconds($0) }
         return result
     }
+}
+
+/// Who may use a cache directory.
+public enum Sharing: Sendable, Hashable {
+    /// Only the user who owns the directory: files 0600, directories 0700.
+    case owner
+    /// Every member of the directory's group: files 0660, directories 02770 (set-group-ID, so
+    /// what any member creates keeps the group), whatever each process's umask. A new
+    /// directory takes the creating process's group; `chgrp -R` it to the group that shares it.
+    case group
 }
 
 /// What a put promises about power loss. Crashes of processes never lose or damage a

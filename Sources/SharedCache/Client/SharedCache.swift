@@ -80,20 +80,22 @@ public final class SharedCache: Sendable {
     /// Opens the cache directory at `path`, creating it (and missing parents) if needed.
     ///
     /// - Parameters:
-    ///   - path: the cache directory. Created with mode 0700 if missing.
+    ///   - path: the cache directory. Created with mode 0700 if missing (02770 with
+    ///     ``Sharing/group``).
     ///   - configuration: the shared limits apply only when this call creates the directory.
     /// - Throws: ``SharedCacheError`` when the path is not a directory, holds something other
     ///   than a cache, was written by a newer major version, or cannot be written.
     public init(directory path: String, configuration: Configuration = Configuration()) throws(SharedCacheError) {
         let durable = configuration.durability == .synchronized
         let (directory, lock, shared) = try CacheDirectory.open(
-            path: path, creating: ConfigurationFile(configuration), timeout: configuration.lockTimeout,
-            durable: durable)
+            path: path, creating: ConfigurationFile(configuration), sharing: configuration.sharing,
+            timeout: configuration.lockTimeout, durable: durable)
         let (live, rebuilt) = try directory.perform("loading the index of \(path)") {
             try LiveIndex.load(directory, lock: lock, timeout: configuration.lockTimeout, durable: durable)
         }
         self.path = path
         var adopted = configuration.adopting(shared)
+        adopted.sharing = directory.sharing
         var warnings: [String] = []
         if case .network(let name) = (try? System.filesystemKind(directory.descriptor.rawValue)) ?? .local,
             case .fileEvents(let interval) = configuration.journalWatching

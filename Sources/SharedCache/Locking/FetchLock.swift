@@ -63,18 +63,14 @@ final class FetchLock {
     }
 
     private static func open(_ name: String, in directory: CacheDirectory) throws -> Int32 {
-        let flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC
+        let flags = O_RDWR | O_CREAT
         do {
-            return try System.open(at: directory.descriptor.rawValue, name, flags: flags, mode: directory.fileMode)
+            return try directory.openDescriptor(name, flags: flags)
         } catch {
             // A directory made before fetching existed, or whose `fetching/` was removed by hand.
             guard error.errno == ENOENT else { throw error }
-            do {
-                try System.makeDirectory(at: directory.descriptor.rawValue, directoryName, mode: directory.directoryMode)
-            } catch {
-                guard error.errno == EEXIST else { throw error }
-            }
-            return try System.open(at: directory.descriptor.rawValue, name, flags: flags, mode: directory.fileMode)
+            try directory.makeDirectory(directoryName)
+            return try directory.openDescriptor(name, flags: flags)
         }
     }
 

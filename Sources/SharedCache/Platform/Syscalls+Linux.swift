@@ -13,6 +13,7 @@ extension FileStatus {
             mode: UInt32(raw.st_mode),
             linkCount: UInt64(raw.st_nlink),
             owner: UInt32(raw.st_uid),
+            group: UInt32(raw.st_gid),
             device: UInt64(raw.st_dev),
             inode: UInt64(raw.st_ino),
             modifiedMilliseconds: Int64(raw.st_mtim.tv_sec) * 1000 + Int64(raw.st_mtim.tv_nsec) / 1_000_000

@@ -128,6 +128,14 @@ enum System {
         }
     }
 
+    /// Gives a file or directory this process owns exactly `mode` (a umask may have narrowed it
+    /// at creation); one another user owns is theirs to set. The C functions are `fstat` and `fchmod`.
+    static func setModeIfOwned(_ descriptor: Int32, _ mode: mode_t) throws(SystemError) {
+        let current = try status(descriptor)
+        guard current.owner == effectiveUserID(), current.permissions != UInt32(mode) else { return }
+        _ = try retryingInterrupts("fchmod") { fchmod(descriptor, mode) }
+    }
+
     /// Creates a directory. The C function is `mkdirat`.
     static func makeDirectory(at directory: Int32, _ path: String, mode: mode_t) throws(SystemError) {
         _ = try retryingInterrupts("mkdirat", path: path) { mkdirat(directory, path, mode) }
@@ -148,6 +156,29 @@ enum System {
     /// Names of the entries of the directory at `path`, without "." and "..".
     /// The C functions are `fdopendir`, `readdir` and `closedir`.
     static func contentsOfDirectory(at directory: Int32, _ path: String) throws(SystemError) -> [String] {
+        var names: [String] = []
+        try forEachEntry(at: directory, path) { name, _ in names.append(name) }
+        return names
+    }
+
+    /// Names of the symbolic links in the directory at `path`, read with one pass of `readdir`
+    /// (and `fstatat` where the filesystem does not report entry types).
+    static func symbolicLinks(at directory: Int32, _ path: String) throws(SystemError) -> [String] {
+        var links: [String] = []
+        try forEachEntry(at: directory, path) { name, type in
+            if type == UInt8(DT_LNK) {
+                links.append(name)
+            } else if type == UInt8(DT_UNKNOWN), (try? status(at: directory, "\(path)/\(name)"))?.isSymbolicLink == true {
+                links.append(name)
+            }
+        }
+        return links
+    }
+
+    /// Calls `body` with the name and `d_type` of each entry but "." and "..".
+    private static func forEachEntry(
+        at directory: Int32, _ path: String, _ body: (String, UInt8) -> Void
+    ) throws(SystemError) {
         let descriptor = try open(at: directory, path, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
         guard let stream = fdopendir(descriptor) else {
             let error = errno
@@ -155,14 +186,12 @@ enum System {
             throw SystemError("fdopendir", errno: error, path: path)
         }
         defer { closedir(stream) }
-        var names: [String] = []
         while let entry = readdir(stream) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
             }
-            if name != "." && name != ".." { names.append(name) }
+            if name != "." && name != ".." { body(name, entry.pointee.d_type) }
         }
-        return names
     }
 
     /// The calling process's ID. The C function is `getpid`.
@@ -170,6 +199,17 @@ enum System {
 
     /// The user the process acts as. The C function is `geteuid`.
     static func effectiveUserID() -> UInt32 { UInt32(geteuid()) }
+
+    /// Whether the process acts with the rights of group `group`: its effective group or one of
+    /// its supplementary groups. The C functions are `getegid` and `getgroups`.
+    static func isMember(ofGroup group: UInt32) -> Bool {
+        if UInt32(getegid()) == group { return true }
+        let count = getgroups(0, nil)
+        guard count > 0 else { return false }
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        let filled = getgroups(count, &groups)
+        return groups.prefix(Swift.max(0, Int(filled))).contains { UInt32($0) == group }
+    }
 }
 
 // The unqualified names `close`, `write` and `flock` inside `enum System` would refer to the
@@ -188,6 +228,7 @@ struct FileStatus: Sendable, Equatable {
     var mode: UInt32
     var linkCount: UInt64
     var owner: UInt32
+    var group: UInt32
     var device: UInt64
     var inode: UInt64
     /// Last modification, in milliseconds since the Unix epoch.

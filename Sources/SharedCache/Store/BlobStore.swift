@@ -94,9 +94,7 @@ struct BlobStore: Sendable {
                     continue  // 2^-64 odds, but a live blob is never replaced
                 case ENOENT:
                     // The fan-out directory went missing (removed by hand); recreate it and retry.
-                    try System.makeDirectory(
-                        at: directory.descriptor.rawValue, Self.fanOutDirectory(hash.fanOut),
-                        mode: directory.directoryMode)
+                    try directory.makeDirectory(Self.fanOutDirectory(hash.fanOut))
                 default:
                     throw error
                 }

@@ -16,23 +16,24 @@ extension CacheDirectory {
 
     /// Opens the cache directory at `path`, creating and initialising it when needed.
     ///
+    /// - Parameter sharing: who may use a directory this call creates; an existing one's mode decides.
     /// - Returns: the directory, its lock, and the limits recorded in its `config`.
     /// - Throws: ``SharedCacheError`` with `.notADirectory`, `.notACacheDirectory`,
-    ///   `.unsupportedFormat`, `.permissionDenied` or `.corruptData`, each saying what to do.
-    static func open(path: String, creating shared: ConfigurationFile, timeout: Duration, durable: Bool)
-        throws(SharedCacheError) -> (CacheDirectory, DirectoryLock, ConfigurationFile)
-    {
-        let fileMode: mode_t = 0o600
-        let root = try openRoot(path, mode: fileMode | 0o100)
-        let directory = CacheDirectory(path: path, descriptor: root, fileMode: fileMode)
+    ///   `.unsupportedFormat`, `.permissionDenied`, `.unsafePath` or `.corruptData`, each saying
+    ///   what to do.
+    static func open(
+        path: String, creating shared: ConfigurationFile, sharing requested: Sharing, timeout: Duration, durable: Bool
+    ) throws(SharedCacheError) -> (CacheDirectory, DirectoryLock, ConfigurationFile) {
+        let root = try openRoot(path, mode: requested.directoryMode)
+        let rootDescriptor = root.rawValue
+        let (sharing, isInitialized) = try perform(path: path, "opening the cache at \(path)") {
+            try admit(root: rootDescriptor, path: path, requested: requested)
+        }
+        let directory = CacheDirectory(path: path, descriptor: root, sharing: sharing)
         return try directory.perform("opening the cache at \(path)") {
-            try directory.refuseIfExposed()
             guard faccessat(directory.descriptor.rawValue, ".", W_OK | X_OK, 0) == 0 else {
                 throw SystemError("faccessat", errno: errno, path: path)
             }
-            let isInitialized = try directory.status(of: FormatVersion.fileName) != nil
-            // Refuse someone else's directory before creating anything in it, the lock included.
-            if !isInitialized { try directory.refuseIfForeign() }
             let lock = try DirectoryLock(in: directory)
             if !isInitialized {
                 try lock.withExclusiveLock(timeout: timeout) {
@@ -40,13 +41,91 @@ extension CacheDirectory {
                 }
             }
             try directory.checkFormat()
+            try directory.refuseLinkedFolders()
             return (directory, lock, try directory.readConfiguration(defaults: shared))
+        }
+    }
+
+    /// Decides whether this process may use the directory, and who shares it.
+    ///
+    /// Refuses a root every user may write to (anyone could plant files), another user's
+    /// private root (files this process made in it would be ours and could break it), and a
+    /// directory that holds something other than a cache — before creating or changing
+    /// anything. A new cache asked to be group-shared gets mode 02770 here. A root is
+    /// group-shared when its group may read, write and search it and it is set-group-ID.
+    private static func admit(root: Int32, path: String, requested: Sharing) throws -> (Sharing, isInitialized: Bool) {
+        var status = try System.status(root)
+        if status.permissions & 0o002 != 0 {
+            throw SharedCacheError(
+                .unsafePath,
+                "\(path) is writable by every user (mode \(String(status.permissions, radix: 8))), so anyone could "
+                    + "plant files in the cache; run chmod o-w on it, or use a directory of your own",
+                path: path)
+        }
+        let isInitialized = try exists(FormatVersion.fileName, in: root)
+        if !isInitialized {
+            try refuseIfForeign(root: root, path: path)
+            let user = System.effectiveUserID()
+            if requested == .group, status.owner == user, status.permissions != UInt32(Sharing.group.directoryMode) {
+                try System.setModeIfOwned(root, Sharing.group.directoryMode)
+                status = try System.status(root)
+            }
+        }
+        let sharing = Sharing(rootStatus: status)
+        if requested == .group && sharing == .owner {
+            throw SharedCacheError(
+                .permissionDenied,
+                "\(path) is private to its owner (mode \(String(status.permissions, radix: 8))), but this process asked "
+                    + "for Sharing.group; share it with chgrp -R GROUP, chmod -R g+rwX and chmod g+s on its "
+                    + "directories (sharedcache(5), Sharing), or open it without Sharing.group",
+                path: path)
+        }
+        if let refusal = refusal(of: status, path: path) { throw refusal }
+        return (sharing, isInitialized)
+    }
+
+    /// Why this process may not use a root with `status`: another user's private directory,
+    /// or a group-shared one whose group it is not in; `nil` when it may.
+    private static func refusal(of status: FileStatus, path: String) -> SharedCacheError? {
+        let user = System.effectiveUserID()
+        guard status.owner != user else { return nil }
+        switch Sharing(rootStatus: status) {
+        case .owner:
+            return SharedCacheError(
+                .permissionDenied,
+                "\(path) belongs to user \(status.owner), not to this process's user \(user), and is private "
+                    + "to its owner; open it as that user, ask them to share it with a group (sharedcache(5), "
+                    + "Sharing), or use a directory of your own",
+                path: path)
+        case .group:
+            guard !System.isMember(ofGroup: status.group) else { return nil }
+            return SharedCacheError(
+                .permissionDenied,
+                "\(path) is shared with group \(status.group), and this process's user \(user) is not in it; "
+                    + "add the user to that group, or use a directory of your own",
+                path: path)
+        }
+    }
+
+    private static func exists(_ name: String, in root: Int32) throws(SystemError) -> Bool {
+        do {
+            _ = try System.status(at: root, name)
+            return true
+        } catch {
+            guard error.errno == ENOENT else { throw error }
+            return false
         }
     }
 
     /// Creates `path` and its missing parents, then opens it as a directory.
     private static func openRoot(_ path: String, mode: mode_t) throws(SharedCacheError) -> FileDescriptor {
         func fail(_ error: SystemError) -> SharedCacheError {
+            // A root this process may not search: say whose it is, if that is why.
+            if error.errno == EACCES, let status = try? System.status(at: AT_FDCWD, path, followingSymlinks: true),
+                status.isDirectory, let refusal = refusal(of: status, path: path)
+            {
+                return refusal
+            }
             if error.errno == ENOTDIR {
                 return SharedCacheError(
                     .notADirectory, "\(path) is not a directory; point the cache at a directory (or a path to create)",
@@ -58,7 +137,7 @@ extension CacheDirectory {
         for component in path.split(separator: "/") {
             prefix += component
             do {
-                try System.makeDirectory(at: AT_FDCWD, prefix, mode: mode | ((mode & 0o444) >> 2))
+                try System.makeDirectory(at: AT_FDCWD, prefix, mode: mode)
             } catch {
                 // EEXIST is the usual case. EACCES on a parent is fine too: a parent we may not
                 // write may still exist and be searchable, and opening the path tells.
@@ -95,6 +174,23 @@ extension CacheDirectory {
         }
     }
 
+    /// Refuses a cache whose folders are symbolic links: the root's own, or `blobs/`'s fan-out
+    /// folders. Every file is opened with `O_NOFOLLOW`, but that guards only a path's last
+    /// component; a linked folder would send reads, writes and unlinks somewhere else.
+    private func refuseLinkedFolders() throws {
+        var links = try System.symbolicLinks(at: descriptor.rawValue, ".").filter(Self.layoutNames.contains)
+        if links.isEmpty, isDirectory(Self.blobsDirectory) {
+            links = try System.symbolicLinks(at: descriptor.rawValue, Self.blobsDirectory)
+                .map { "\(Self.blobsDirectory)/\($0)" }
+        }
+        guard let link = links.sorted().first else { return }
+        throw SharedCacheError(
+            .unsafePath,
+            "\(path)/\(link) is a symbolic link, and SharedCache never follows links inside its directory; "
+                + "replace the link with the folder it points to, then open the cache again",
+            path: "\(path)/\(link)")
+    }
+
     /// Refuses a directory written by a newer major version, or one that is not a cache.
     private func checkFormat() throws {
         guard let bytes = try readFile(FormatVersion.fileName) else {
@@ -119,31 +215,10 @@ extension CacheDirectory {
         }
     }
 
-    /// Refuses a root another user owns (it is theirs; files this process made in it would be
-    /// ours and could break it) or that every user may write to (anyone could plant files).
-    private func refuseIfExposed() throws {
-        let status = try descriptor.status()
-        if status.permissions & 0o002 != 0 {
-            throw SharedCacheError(
-                .unsafePath,
-                "\(path) is writable by every user (mode \(String(status.permissions, radix: 8))), so anyone could "
-                    + "plant files in the cache; run chmod o-w on it, or use a directory of your own",
-                path: path)
-        }
-        let user = System.effectiveUserID()
-        if status.owner != user {
-            throw SharedCacheError(
-                .permissionDenied,
-                "\(path) belongs to user \(status.owner), not to this process's user \(user); a cache directory "
-                    + "is its owner's: open it as that user, or use a directory of your own",
-                path: path)
-        }
-    }
-
     /// Throws `.notACacheDirectory` when a directory without a `format` file holds anything
     /// other than a half-finished cache layout.
-    private func refuseIfForeign() throws {
-        let foreign = try contents(of: ".").filter { !Self.layoutNames.contains($0) }
+    private static func refuseIfForeign(root: Int32, path: String) throws {
+        let foreign = try System.contentsOfDirectory(at: root, ".").filter { !layoutNames.contains($0) }
         guard foreign.isEmpty else {
             let examples = foreign.sorted().prefix(3).joined(separator: ", ")
             throw SharedCacheError(
@@ -158,15 +233,11 @@ extension CacheDirectory {
     /// a directory with one is complete, and a directory without one is finished by the next opener.
     private func initialize(with configuration: ConfigurationFile, durable: Bool) throws {
         if try status(of: FormatVersion.fileName) != nil { return }
-        try refuseIfForeign()
+        try Self.refuseIfForeign(root: descriptor.rawValue, path: path)
         for name in [Self.journalDirectory, Self.blobsDirectory, Self.temporaryDirectory]
             + (0...255).map({ BlobStore.fanOutDirectory(UInt8($0)) })
         {
-            do {
-                try System.makeDirectory(at: descriptor.rawValue, name, mode: directoryMode)
-            } catch {
-                guard error.errno == EEXIST else { throw error }
-            }
+            try makeDirectory(name)
         }
         try replaceFile(ConfigurationFile.fileName, with: configuration.encoded(), durable: durable)
         if try status(of: JournalSegment.name(1)) == nil {
@@ -174,5 +245,14 @@ extension CacheDirectory {
         }
         try ManifestFile.write(Index(), generation: 1, lastSequence: 0, in: self, durable: durable)
         try replaceFile(FormatVersion.fileName, with: FormatVersion.current.encoded(), durable: true)
+    }
+}
+
+extension Sharing {
+    /// A root is group-shared when its group may read, write and search it and it is
+    /// set-group-ID (so what members create keeps the group).
+    init(rootStatus status: FileStatus) {
+        let groupBits = UInt32(S_ISGID) | 0o070
+        self = status.permissions & groupBits == groupBits ? .group : .owner
     }
 }

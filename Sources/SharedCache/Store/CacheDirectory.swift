@@ -25,22 +25,30 @@ final class CacheDirectory: Sendable {
     /// The path the cache was opened with.
     let path: String
     let descriptor: FileDescriptor
-    /// File mode for new files; directories add the matching execute bits.
-    let fileMode: mode_t
+    /// Who may use the directory, which decides the modes of new files and directories.
+    let sharing: Sharing
 
-    init(path: String, descriptor: consuming FileDescriptor, fileMode: mode_t) {
+    init(path: String, descriptor: consuming FileDescriptor, sharing: Sharing) {
         self.path = path
         self.descriptor = descriptor
-        self.fileMode = fileMode
+        self.sharing = sharing
     }
 
-    var directoryMode: mode_t { fileMode | ((fileMode & 0o444) >> 2) }
+    var fileMode: mode_t { sharing.fileMode }
+    var directoryMode: mode_t { sharing.directoryMode }
 
     /// Runs `body`, explaining any platform failure as a public error about `activity`.
     ///
     /// The one place where `SystemError` becomes `SharedCacheError`: code above the platform
     /// layer does its I/O inside `perform` and lets errors propagate.
     func perform<Result>(_ activity: @autoclosure () -> String, _ body: () throws -> Result)
+        throws(SharedCacheError) -> Result
+    {
+        try Self.perform(path: path, activity(), body)
+    }
+
+    /// ``perform(_:_:)`` before there is a directory value, for the cache rooted at `path`.
+    static func perform<Result>(path: String, _ activity: @autoclosure () -> String, _ body: () throws -> Result)
         throws(SharedCacheError) -> Result
     {
         do {
@@ -58,7 +66,36 @@ final class CacheDirectory: Sendable {
 
     /// Opens a file inside the cache, never following a symbolic link in the last component.
     func open(_ name: String, flags: Int32) throws(SystemError) -> FileDescriptor {
-        try FileDescriptor(at: descriptor, name, flags: flags | O_NOFOLLOW, mode: fileMode)
+        FileDescriptor(rawValue: try openDescriptor(name, flags: flags))
+    }
+
+    /// ``open(_:flags:)`` for a caller that keeps the raw descriptor. A file it creates gets
+    /// exactly ``fileMode``: in a group-shared cache a umask must not take the group's bits away.
+    func openDescriptor(_ name: String, flags: Int32) throws(SystemError) -> Int32 {
+        let raw = try System.open(at: descriptor.rawValue, name, flags: flags | O_NOFOLLOW, mode: fileMode)
+        if sharing == .group && flags & O_CREAT != 0 {
+            do {
+                try System.setModeIfOwned(raw, fileMode)
+            } catch {
+                System.close(raw)
+                throw error
+            }
+        }
+        return raw
+    }
+
+    /// Creates the directory `name` unless it exists, with exactly ``directoryMode``.
+    func makeDirectory(_ name: String) throws(SystemError) {
+        do {
+            try System.makeDirectory(at: descriptor.rawValue, name, mode: directoryMode)
+        } catch {
+            guard error.errno == EEXIST else { throw error }
+            return
+        }
+        if sharing == .group {
+            let created = try FileDescriptor(at: descriptor, name, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+            try System.setModeIfOwned(created.rawValue, directoryMode)
+        }
     }
 
     /// Opens a file inside the cache that may not exist; `nil` when it does not (or, with
@@ -172,6 +209,11 @@ final class CacheDirectory: Sendable {
             guard error.errno == ENOENT else { throw error }
         }
     }
+}
+
+extension Sharing {
+    var fileMode: mode_t { self == .group ? 0o660 : 0o600 }
+    var directoryMode: mode_t { self == .group ? 0o2770 : 0o700 }
 }
 
 extension String {

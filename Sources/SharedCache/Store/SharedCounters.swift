@@ -44,9 +44,7 @@ final class SharedCounters: @unchecked Sendable {
     /// file in its place): the cache then works without shared counters.
     static func open(in directory: CacheDirectory) -> SharedCounters? {
         guard
-            let raw = try? System.open(
-                at: directory.descriptor.rawValue, fileName, flags: O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK,
-                mode: directory.fileMode)
+            let raw = try? directory.openDescriptor(fileName, flags: O_RDWR | O_CREAT | O_NONBLOCK)
         else { return nil }
         let file = FileDescriptor(rawValue: raw)
         guard let status = try? file.status(), status.isRegularFile else { return nil }

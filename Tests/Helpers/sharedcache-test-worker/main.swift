@@ -5,8 +5,10 @@
 //       body generator and prints one summary line: "puts=N gets=N hits=N removes=N violations=N".
 //   sharedcache-test-worker writer DIR SEED
 //       puts and removes until killed (the crash test's victim); prints "ready" once open.
-//   sharedcache-test-worker put DIR KEY VALUE  /  get DIR KEY  /  remove DIR KEY
-//       one operation; get prints the body, or exits 1 on a miss.
+//   sharedcache-test-worker put DIR KEY VALUE  /  get DIR KEY  /  remove DIR KEY  /  compact DIR
+//       one operation; get prints the body, or exits 1 on a miss; compact runs one compaction
+//       pass and prints "evicted=N". SHAREDCACHE_TEST_SHARING=group opens with Sharing.group;
+//       SHAREDCACHE_TEST_UMASK=022 sets the umask first.
 //   sharedcache-test-worker subscribe DIR events|polling
 //       subscribes to removals and prints one line per removal, "SEQUENCE HASH REASON" (sequence
 //       "-" when learned by resynchronising), until the removal of the key "__end__"; then
@@ -61,6 +63,8 @@ var configuration = Configuration(lockTimeout: .seconds(30))
 if let milliseconds = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_RECENCY_MS"].flatMap(Int.init) {
     configuration.recencyInterval = .milliseconds(milliseconds)
 }
+if ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_SHARING"] == "group" { configuration.sharing = .group }
+if let mask = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_UMASK"].flatMap({ mode_t($0, radix: 8) }) { umask(mask) }
 
 do {
     switch arguments[1] {
@@ -124,6 +128,10 @@ do {
     case "remove":
         let cache = try SharedCache(directory: directory, configuration: configuration)
         exit(try cache.remove(key: arguments[3]) ? 0 : 1)
+    case "compact":
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        let report = try cache.compact()
+        print("evicted=\(report.expiredCount + report.evictedForSpaceCount)")
 
     case "subscribe":
         let watching: JournalWatching =

@@ -43,6 +43,21 @@ struct HostileDirectoryTests {
         #expect(error?.code == .unsafePath && error?.message.contains("symbolic link") == true)
     }
 
+    /// `O_NOFOLLOW` guards only a path's last component, so linked folders are refused at open.
+    @Test(arguments: ["journal", "blobs/7f"])
+    func aLinkedFolderInsideIsRefused(folder: String) throws {
+        let directory = try TemporaryDirectory()
+        _ = try SharedCache(directory: directory("cache"))
+        try FileManager.default.moveItem(atPath: directory("cache/\(folder)"), toPath: directory("elsewhere"))
+        try FileManager.default.createSymbolicLink(atPath: directory("cache/\(folder)"), withDestinationPath: directory("elsewhere"))
+        let error = #expect(throws: SharedCacheError.self) { try SharedCache(directory: directory("cache")) }
+        #expect(error?.code == .unsafePath && error?.message.contains("\(folder) is a symbolic link") == true, "\(String(describing: error))")
+        // Put back as the message says: the cache opens again.
+        try FileManager.default.removeItem(atPath: directory("cache/\(folder)"))
+        try FileManager.default.moveItem(atPath: directory("elsewhere"), toPath: directory("cache/\(folder)"))
+        _ = try SharedCache(directory: directory("cache"))
+    }
+
     @Test func anotherUsersCacheIsRefused() throws {
         let directory = try TemporaryDirectory()
         _ = try SharedCache(directory: directory("cache"))
@@ -54,6 +69,73 @@ struct HostileDirectoryTests {
             chown(directory("cache"), 0, 0)
         }
         _ = try SharedCache(directory: directory("cache"))
+    }
+
+    /// Under a umask that would take every group bit away, a group-shared cache still gives its
+    /// group read and write on every file and directory, and keeps the group on directories.
+    @Test func aGroupSharedCacheHasGroupModesWhateverTheUmask() throws {
+        let directory = try TemporaryDirectory()
+        let result = try Worker.run(
+            ["put", directory("cache"), "k", "v"],
+            environment: ["SHAREDCACHE_TEST_SHARING": "group", "SHAREDCACHE_TEST_UMASK": "077"])
+        #expect(result.status == 0, "\(result.errors)")
+        let modes = try modesOfTree(directory("cache"))
+        #expect(modes.count > 260)  // the root, 259 directories, the files, a blob
+        for (path, mode) in modes {
+            let isDirectory = mode & UInt32(S_IFMT) == UInt32(S_IFDIR)
+            #expect(mode & 0o7777 == (isDirectory ? 0o2770 : 0o660), "\(path) has mode \(String(mode & 0o7777, radix: 8))")
+        }
+        // The directory now says who shares it: a default configuration opens it as group-shared.
+        #expect(try SharedCache(directory: directory("cache")).configuration.sharing == .group)
+    }
+
+    @Test func askingToShareAPrivateCacheIsRefused() throws {
+        let directory = try TemporaryDirectory()
+        _ = try SharedCache(directory: directory("cache"))
+        let error = #expect(throws: SharedCacheError.self) {
+            try SharedCache(directory: directory("cache"), configuration: Configuration(sharing: .group))
+        }
+        #expect(error?.code == .permissionDenied && error?.message.contains("private to its owner") == true)
+        #expect(try SharedCache(directory: directory("cache")).configuration.sharing == .owner)
+    }
+
+    /// Three users: root makes a group-shared cache and hands it to a group, as an administrator
+    /// would; two members put, read each other's entries, remove and compact; a user outside the
+    /// group is refused with a message that names the group. (Runs as root, as CI does.)
+    @Test func membersOfTheGroupShareACacheAndOthersAreRefused() throws {
+        guard geteuid() == 0 else { return }
+        let directory = try TemporaryDirectory()
+        chmod(directory.path, 0o755)
+        let cachePath = directory("cache"), group: UInt32 = 4242
+        let cache = try SharedCache(directory: cachePath, configuration: Configuration(sharing: .group))
+        try cache.put(key: "from-root", data: Data("root".utf8))
+        let chgrp = try Process.run(URL(fileURLWithPath: "/bin/chgrp"), arguments: ["-R", "\(group)", cachePath])
+        chgrp.waitUntilExit()
+        #expect(chgrp.terminationStatus == 0)
+
+        let strictUmask = ["SHAREDCACHE_TEST_UMASK": "077"]
+        let put = try Worker.run(["put", cachePath, "from-member", "hello"], asUser: 65534, groups: [group], environment: strictUmask)
+        #expect(put.status == 0, "\(put.errors)")
+        let get = try Worker.run(["get", cachePath, "from-member"], asUser: 65533, groups: [group])
+        #expect(get.status == 0 && get.output == "hello", "\(get.errors)")
+        let getRoots = try Worker.run(["get", cachePath, "from-root"], asUser: 65533, groups: [group])
+        #expect(getRoots.output == "root", "\(getRoots.errors)")
+        let remove = try Worker.run(["remove", cachePath, "from-root"], asUser: 65533, groups: [group], environment: strictUmask)
+        #expect(remove.status == 0, "\(remove.errors)")
+        let compact = try Worker.run(["compact", cachePath], asUser: 65534, groups: [group], environment: strictUmask)
+        #expect(compact.status == 0, "\(compact.errors)")
+
+        let outsider = try Worker.run(["get", cachePath, "from-member"], asUser: 65532)
+        #expect(outsider.status == 2 && outsider.errors.contains("is shared with group \(group)"), "\(outsider.errors)")
+
+        let reopened = try SharedCache(directory: cachePath)
+        #expect(try reopened.get(key: "from-member")?.data == Data("hello".utf8))
+        #expect(try reopened.get(key: "from-root") == nil)
+        let report = try reopened.verify()
+        #expect(report.isClean, "\(report.problems)")
+        for (path, mode) in try modesOfTree(cachePath) {
+            #expect(mode & 0o060 == 0o060, "\(path) has mode \(String(mode & 0o7777, radix: 8)): the group lost access")
+        }
     }
 
     @Test func networkFilesystemsAreRecognised() {
@@ -73,6 +155,21 @@ struct HostileDirectoryTests {
         #expect(cache.warnings.isEmpty)
         #expect(cache.configuration.journalWatching == .default)
     }
+}
+
+/// Every path under `root` (and `root` itself) with its `st_mode`, not following links.
+func modesOfTree(_ root: String) throws -> [(String, UInt32)] {
+    var result: [(String, UInt32)] = []
+    var pending = [root]
+    while let path = pending.popLast() {
+        var status = stat()
+        guard lstat(path, &status) == 0 else { continue }  // a file a compaction just removed
+        result.append((path, UInt32(status.st_mode)))
+        if status.st_mode & S_IFMT == S_IFDIR {
+            pending += try FileManager.default.contentsOfDirectory(atPath: path).map { "\(path)/\($0)" }
+        }
+    }
+    return result
 }
 
 @Suite("Fuzzing the decoders and the argument parser")

@@ -20,15 +20,18 @@ enum Worker {
 
     /// Starts the worker with `arguments`; stdout and stderr go to pipes.
     ///
-    /// - Parameter asUser: run as this user ID (through setpriv(1); the caller must be root).
-    static func start(_ arguments: [String], asUser user: UInt32? = nil, environment: [String: String] = [:]) throws
-        -> (Process, Pipe, Pipe)
-    {
+    /// - Parameters:
+    ///   - asUser: run as this user ID (through setpriv(1); the caller must be root), in a group
+    ///     of the same number and the supplementary `groups`.
+    static func start(
+        _ arguments: [String], asUser user: UInt32? = nil, groups: [UInt32] = [], environment: [String: String] = [:]
+    ) throws -> (Process, Pipe, Pipe) {
         let process = Process()
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         if let user {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments = ["--reuid=\(user)", "--regid=\(user)", "--clear-groups", executable.path] + arguments
+            let supplementary = groups.isEmpty ? "--clear-groups" : "--groups=" + groups.map(String.init).joined(separator: ",")
+            process.arguments = ["--reuid=\(user)", "--regid=\(user)", supplementary, executable.path] + arguments
         } else {
             process.executableURL = executable
             process.arguments = arguments
@@ -41,10 +44,10 @@ enum Worker {
     }
 
     /// Runs the worker to completion.
-    static func run(_ arguments: [String], asUser user: UInt32? = nil, environment: [String: String] = [:]) throws
-        -> Result
-    {
-        let (process, output, errors) = try start(arguments, asUser: user, environment: environment)
+    static func run(
+        _ arguments: [String], asUser user: UInt32? = nil, groups: [UInt32] = [], environment: [String: String] = [:]
+    ) throws -> Result {
+        let (process, output, errors) = try start(arguments, asUser: user, groups: groups, environment: environment)
         let out = output.fileHandleForReading.readDataToEndOfFile()
         let err = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
