@@ -1,6 +1,6 @@
 // sharedcache-bench: SharedCache next to the physical floor of the same work, in one run.
 //
-//   swift run -c release sharedcache-bench [--quick] [--compaction-only | --http-only] [--dir DIR] [--json FILE]
+//   swift run -c release sharedcache-bench [--quick] [--compaction-only | --http-only | --mixed-only] [--dir DIR] [--json FILE]
 //
 // Floors are the bare syscalls a cache of one file per entry cannot avoid, timed the same way:
 //   get floor: open + pread(whole file) + close of a same-size file
@@ -24,6 +24,7 @@ struct Options {
     var json: String? = nil
     var compactionOnly = false
     var httpOnly = false
+    var mixedOnly = false
     var peer: String? = nil
 
     init(_ arguments: ArraySlice<String>) {
@@ -39,6 +40,7 @@ struct Options {
             case "--quick": quick = true
             case "--compaction-only": compactionOnly = true
             case "--http-only": httpOnly = true
+            case "--mixed-only": mixedOnly = true
             case "--dir": directory = value()
             case "--json": json = value()
             case "--peer": peer = value()
@@ -55,7 +57,7 @@ extension Array where Element == String {
 
 func usage(_ problem: String?) -> Never {
     let text =
-        "usage: sharedcache-bench [--quick] [--compaction-only | --http-only] [--peer PYTHON] [--dir DIR] [--json FILE]\n"
+        "usage: sharedcache-bench [--quick] [--compaction-only | --http-only | --mixed-only] [--peer PYTHON] [--dir DIR] [--json FILE]\n"
     if let problem {
         FileHandle.standardError.write(Data("sharedcache-bench: \(problem)\n\(text)".utf8))
         exit(64)
@@ -144,6 +146,16 @@ let compactionEntries = options.quick ? 100_000 : 1_000_000
 let httpRequests = options.quick ? 300 : 3000
 if options.httpOnly {
     printHTTP(try httpWorkloads(in: "\(runRoot)/http", requests: httpRequests))
+    try? FileManager.default.removeItem(atPath: runRoot)
+    exit(0)
+}
+if options.mixedOnly {
+    let operations = options.quick ? 2_000 : 20_000
+    try FileManager.default.createDirectory(atPath: "\(runRoot)/mixed", withIntermediateDirectories: true)
+    let floor = try floorMixed(in: "\(runRoot)/mixed", operations: operations)
+    let sharedCache = try sharedCacheMixed(in: "\(runRoot)/mixed", operations: operations)
+    let diskcache = try options.peer.map { try diskcacheMixed($0, in: "\(runRoot)/mixed", operations: operations) }
+    printMixed(floor: floor, sharedCache: sharedCache, diskcache: diskcache)
     try? FileManager.default.removeItem(atPath: runRoot)
     exit(0)
 }
@@ -287,6 +299,11 @@ print(
         }
     }
     print("")
+    printMixed(floor: floorMixedRun, sharedCache: sharedCacheMixedRun, diskcache: diskcacheMixedRun)
+}
+
+/// The 8-process table: the floor, diskcache (when measured) and SharedCache.
+func printMixed(floor: MixedMeasurement, sharedCache: MixedMeasurement, diskcache: MixedMeasurement?) {
     print("| \(mixedProcesses) processes at once, 90 % get / 10 % put of 1 KB over \(mixedKeys) keys | ops/s (all processes) "
         + "| p50 µs | p99 µs | p99.9 µs | max µs | target |")
     print("|---|---|---|---|---|---|---|")
@@ -294,10 +311,10 @@ print(
         print("| \(name) | \(formatRate(run.operationsPerSecond)) | \(format(run.p50Microseconds)) | \(format(run.p99Microseconds)) "
             + "| \(format(run.p999Microseconds)) | \(format(run.maxMicroseconds)) | \(target) |")
     }
-    mixedLine("floor: the same syscalls alone (open + pread + close; create + write + rename + append)", floorMixedRun, "")
-    if let diskcacheMixedRun { mixedLine("diskcache", diskcacheMixedRun, "") }
-    let ratio = diskcacheMixedRun.map { String(format: ", %.1f× diskcache's ops/s", sharedCacheMixedRun.operationsPerSecond / $0.operationsPerSecond) } ?? ""
-    mixedLine("SharedCache\(ratio)", sharedCacheMixedRun, "≥ 2× ops/s, p99.9 ≤ 5000 µs")
+    mixedLine("floor: the same syscalls alone (open + pread + close; create + write + rename + append)", floor, "")
+    if let diskcache { mixedLine("diskcache", diskcache, "") }
+    let ratio = diskcache.map { String(format: ", %.1f× diskcache's ops/s", sharedCache.operationsPerSecond / $0.operationsPerSecond) } ?? ""
+    mixedLine("SharedCache\(ratio)", sharedCache, "≥ 2× ops/s, p99.9 ≤ 5000 µs")
 }
 
 /// Cost per operation, open time and memory as the directory grows; instructions per operation.

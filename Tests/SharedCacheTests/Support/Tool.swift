@@ -9,12 +9,7 @@ struct Tool {
     /// Runs the tool to completion with `arguments`, feeding it `input`.
     func run(_ arguments: [String], input: Data? = nil, environment: [String: String] = [:]) throws -> Worker.Result {
         let (process, output, errors) = try start(arguments, environment: environment, input: input)
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Worker.Result(
-            status: process.terminationStatus, output: String(decoding: out, as: UTF8.self),
-            errors: String(decoding: err, as: UTF8.self))
+        return Worker.Result(finishing: process, output: output, errors: errors)
     }
 
     func start(_ arguments: [String], environment: [String: String] = [:], input: Data? = nil) throws

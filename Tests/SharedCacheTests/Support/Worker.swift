@@ -16,6 +16,36 @@ enum Worker {
         var status: Int32
         var output: String
         var errors: String
+
+        /// Reads both pipes to their ends, at the same time (a process that fills the pipe
+        /// nobody reads would wait forever), then waits for the process.
+        init(finishing process: Process, output: Pipe, errors: Pipe) {
+            let errorBytes = BackgroundRead(errors.fileHandleForReading)
+            let out = output.fileHandleForReading.readDataToEndOfFile()
+            let err = errorBytes.wait()
+            process.waitUntilExit()
+            status = process.terminationStatus
+            self.output = String(decoding: out, as: UTF8.self)
+            self.errors = String(decoding: err, as: UTF8.self)
+        }
+    }
+
+    /// A file read to its end on a thread of its own.
+    final class BackgroundRead: @unchecked Sendable {
+        private var bytes = Data()  // written by the reader thread before `done` is signalled
+        private let done = DispatchSemaphore(value: 0)
+
+        init(_ file: FileHandle) {
+            Thread.detachNewThread { [self] in
+                bytes = file.readDataToEndOfFile()
+                done.signal()
+            }
+        }
+
+        func wait() -> Data {
+            done.wait()
+            return bytes
+        }
     }
 
     /// Starts the worker with `arguments`; stdout and stderr go to pipes.
@@ -48,12 +78,7 @@ enum Worker {
         _ arguments: [String], asUser user: UInt32? = nil, groups: [UInt32] = [], environment: [String: String] = [:]
     ) throws -> Result {
         let (process, output, errors) = try start(arguments, asUser: user, groups: groups, environment: environment)
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(
-            status: process.terminationStatus, output: String(decoding: out, as: UTF8.self),
-            errors: String(decoding: err, as: UTF8.self))
+        return Result(finishing: process, output: output, errors: errors)
     }
 
     /// Parses "name=value name=value" summary lines into numbers.
