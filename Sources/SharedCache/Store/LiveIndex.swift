@@ -256,7 +256,9 @@ final class LiveIndex {
             try JournalSegment.create(next, firstSequence: cursor.lastSequence + 1, in: directory, durable: durable)
             let snapshot = index
             let lastSequence = cursor.lastSequence
-            _ = try cursor.advance(in: directory, repairing: false) { _, _ in }  // step past the seal
+            // Step past the seal, applying what follows: the new segment exists, and a process
+            // whose reads already followed the seal into it may have appended there.
+            _ = try advance(repairing: false)
             return (snapshot, next, lastSequence)
         }
     }

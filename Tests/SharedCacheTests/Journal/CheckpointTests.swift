@@ -31,6 +31,38 @@ struct CheckpointTests {
         #expect(try reopened.get(key: "key 19")?.data == Data("round 3 19".utf8))
     }
 
+    /// A writer whose reads follow a seal into the new segment may append there before the
+    /// checkpointing process has stepped past its own seal. The checkpointer must apply those
+    /// records, not skip them: it once stepped over them unapplied, so its index (and the next
+    /// manifest it wrote) lost entries that every other process still had. Two instances, two
+    /// threads, as two processes would race.
+    @Test func aCheckpointerAppliesWhatOthersAppendRightAfterItsSeal() throws {
+        let directory = try TemporaryDirectory()
+        let configuration = Configuration(journalRetention: .zero, memoryCostLimit: 0)
+        let checkpointer = try SharedCache(directory: directory("cache"), configuration: configuration)
+        let writer = try SharedCache(directory: directory("cache"), configuration: configuration)
+        let done = Locked(false)
+        let failure = Locked<String?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            do {
+                while !done.withLock({ $0 }) { try checkpointer.checkpoint() }
+            } catch {
+                failure.withLock { $0 = "\(error)" }
+            }
+            finished.signal()
+        }
+        for index in 0..<3000 { try writer.put(key: "key \(index)", data: Data(count: 10)) }
+        done.withLock { $0 = true }
+        finished.wait()
+        #expect(failure.withLock { $0 } == nil)
+
+        let fresh = try SharedCache(directory: directory("cache"), configuration: configuration)
+        #expect(try writer.statistics().entryCount == 3000)
+        #expect(try checkpointer.statistics().entryCount == 3000)
+        #expect(try fresh.statistics().entryCount == 3000)
+    }
+
     /// A process that opened the cache long ago follows the seals across rotations, or, when the
     /// segments it needs were retired, reloads from the manifest.
     @Test func aLaggingReaderCatchesUpAcrossRetiredSegments() throws {
