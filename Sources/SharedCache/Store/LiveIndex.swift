@@ -230,6 +230,9 @@ final class LiveIndex {
     /// end applied.
     private func withAppendLock<Result>(timeout: Duration, durable: Bool, _ body: () throws -> Result) throws -> Result {
         while true {
+            // Catch up before locking, so the lock is held only for what other processes append
+            // in the meantime: a holder preempted among busy processes keeps everyone waiting.
+            try refresh()
             let segment = cursor.segment
             try lockSegment(segment, timeout: timeout)
             defer { FileLock.unlock(segment.file) }
