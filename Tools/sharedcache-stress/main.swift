@@ -10,7 +10,9 @@
 //   3. every fetch served the origin's bytes (a 304 is never answered without its body);
 //   4. the directory verifies clean at the end, but for at most one unjournaled blob per killed
 //      writer (it died between renaming its blob into place and journaling it; no put
-//      happened, and the compactor's orphan sweep removes such files after ten minutes).
+//      happened, and the compactor's orphan sweep removes such files after ten minutes);
+//   5. a process that followed the journal all along and one opened at the end hold the same
+//      entries (checkpoints lose nothing).
 //
 //   sharedcache-stress [--seconds N] [--clients N] [--subscribers N] [--crash-rounds N]
 //                      [--victims client,compactor,subscriber] [--dir DIR]
@@ -314,6 +316,15 @@ func runStress(_ options: Options) async throws -> Int32 {
         violations += leftovers.map { "verify: \($0) (more leftovers than killed writers)" }
     }
     violations += verification.problems.filter { $0.kind != .orphanBlob }.map { "verify: \($0)" }
+    // Every process agrees on what is stored: this process followed the journal all along; a new
+    // one reads the manifest the compactors last wrote, then the journal after it.
+    let followed = Set(try cache.listEntries().map(\.hash))
+    let reopened = Set(try SharedCache(directory: cacheDirectory).listEntries().map(\.hash))
+    if followed != reopened {
+        violations.append(
+            "views differ: \(followed.subtracting(reopened).count) entries only in the journal follower's index, "
+                + "\(reopened.subtracting(followed).count) only in a newly opened one's")
+    }
     print(
         "processes=\(children.count) seconds=\(Int(options.seconds)) clients=\(options.clients) "
             + "subscribers=\(options.subscribers) operations=\(report.operations) gets=\(report.gets) "
