@@ -155,6 +155,35 @@ func runMixedFloorWorker(_ arguments: [String]) throws -> Never {
     exit(0)
 }
 
+/// `--role mixed-spin OPERATIONS NANOSECONDS START_AT_NS OUT`: the scheduler's floor: each
+/// "operation" keeps the CPU busy for NANOSECONDS and does nothing else (no I/O, no locks).
+/// Eight of these on fewer cores show what time-slicing alone does to the tail: an operation
+/// that straddles the end of a slice waits for the other processes' slices.
+func runMixedSpinWorker(_ arguments: [String]) throws -> Never {
+    let (operations, busy, startAt) = (Int(arguments[0])!, UInt64(arguments[1])!, UInt64(arguments[2])!)
+    while now() < startAt { usleep(500) }
+    var samples = [UInt64](repeating: 0, count: operations)
+    let start = now()
+    for index in 0..<operations {
+        let before = now()
+        while now() - before < busy {}
+        samples[index] = now() - before
+    }
+    let end = now()
+    let text = "\(start) \(end)\n" + samples.map(String.init).joined(separator: "\n") + "\n"
+    try text.write(toFile: arguments[3], atomically: true, encoding: .utf8)
+    exit(0)
+}
+
+/// 8 processes each busy for `nanoseconds` per operation: the tail latency time-slicing alone
+/// gives a CPU-bound process on this machine.
+func spinMixed(in root: String, operations: Int, nanoseconds: UInt64) throws -> MixedMeasurement {
+    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+    return try mixedRun(in: root, operations: operations) { _, startAt, out in
+        (executable, ["--role", "mixed-spin", "\(operations)", "\(nanoseconds)", "\(startAt)", out])
+    }
+}
+
 func floorMixed(in root: String, operations: Int) throws -> MixedMeasurement {
     let directory = "\(root)/floor"
     try FileManager.default.createDirectory(atPath: "\(directory)/tmp", withIntermediateDirectories: true)
@@ -168,15 +197,40 @@ func floorMixed(in root: String, operations: Int) throws -> MixedMeasurement {
 }
 
 
+/// The 8-process runs: the syscall floor, the scheduler's floor, SharedCache, and diskcache.
+struct MixedRuns: Codable {
+    var floor: MixedMeasurement
+    var scheduler: MixedMeasurement
+    var sharedCache: MixedMeasurement
+    var diskcache: MixedMeasurement?
+    /// SharedCache with as many processes as this machine has cores: its tail without time-slicing.
+    var sharedCacheOnePerCore: MixedMeasurement
+}
+
+func measureMixed(in root: String, operations: Int, peer: String?) throws -> MixedRuns {
+    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    let floor = try floorMixed(in: root, operations: operations)
+    let sharedCache = try sharedCacheMixed(in: root, operations: operations)
+    let scheduler = try spinMixed(
+        in: root, operations: operations, nanoseconds: UInt64(sharedCache.p50Microseconds * 1000))
+    let diskcache = try peer.map { try diskcacheMixed($0, in: root, operations: operations) }
+    let onePerCore = try sharedCacheMixed(
+        in: root, operations: operations * 4, processes: ProcessInfo.processInfo.activeProcessorCount)
+    return MixedRuns(
+        floor: floor, scheduler: scheduler, sharedCache: sharedCache, diskcache: diskcache,
+        sharedCacheOnePerCore: onePerCore)
+}
+
 /// Starts `mixedProcesses` processes made by `command` together 1 s from now, waits for all,
 /// and merges what they wrote.
-func mixedRun(in root: String, operations: Int, command: (Int, UInt64, String) -> (String, [String])) throws
-    -> MixedMeasurement
-{
+func mixedRun(
+    in root: String, operations: Int, processes count: Int = mixedProcesses,
+    command: (Int, UInt64, String) -> (String, [String])
+) throws -> MixedMeasurement {
     let startAt = now() + 1_000_000_000
     var processes: [Process] = []
     var outputs: [String] = []
-    for worker in 0..<mixedProcesses {
+    for worker in 0..<count {
         let out = "\(root)/latencies-\(worker)"
         let (executable, arguments) = command(worker, startAt, out)
         let process = Process()
@@ -203,20 +257,20 @@ func mixedRun(in root: String, operations: Int, command: (Int, UInt64, String) -
     samples.sort()
     func percentile(_ p: Double) -> Double { Double(samples[min(samples.count - 1, Int(Double(samples.count) * p))]) / 1000 }
     return MixedMeasurement(
-        processes: mixedProcesses, operations: samples.count,
+        processes: count, operations: samples.count,
         operationsPerSecond: Double(samples.count) / (Double(last - first) / 1e9), p50Microseconds: percentile(0.5),
         p99Microseconds: percentile(0.99), p999Microseconds: percentile(0.999),
         maxMicroseconds: Double(samples.last ?? 0) / 1000)
 }
 
-func sharedCacheMixed(in root: String, operations: Int) throws -> MixedMeasurement {
-    let directory = "\(root)/sharedcache"
+func sharedCacheMixed(in root: String, operations: Int, processes: Int = mixedProcesses) throws -> MixedMeasurement {
+    let directory = "\(root)/sharedcache-\(processes)"
     let cache = try SharedCache(directory: directory, configuration: Configuration(sizeLimit: 0))
     let value = Data((0..<1024).map { _ in UInt8.random(in: 0...255) })
     for index in 0..<mixedKeys { try cache.put(key: keyName(index), data: value) }
     try cache.checkpoint()
     let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-    return try mixedRun(in: root, operations: operations) { worker, startAt, out in
+    return try mixedRun(in: root, operations: operations, processes: processes) { worker, startAt, out in
         (executable, ["--role", "mixed", directory, "\(mixedKeys)", "\(operations)", "\(worker + 1)", "\(startAt)", out])
     }
 }

@@ -77,6 +77,7 @@ if CommandLine.arguments.count >= 3, CommandLine.arguments[1] == "--role" {
     case "compact": try runCompaction(directory: arguments[0])
     case "mixed": try runMixedWorker(arguments)
     case "mixed-floor": try runMixedFloorWorker(arguments)
+    case "mixed-spin": try runMixedSpinWorker(arguments)
     case "scale": try runScale(arguments)
     case "instructions": try runInstructions(arguments)
     #if os(Linux)
@@ -150,12 +151,7 @@ if options.httpOnly {
     exit(0)
 }
 if options.mixedOnly {
-    let operations = options.quick ? 2_000 : 20_000
-    try FileManager.default.createDirectory(atPath: "\(runRoot)/mixed", withIntermediateDirectories: true)
-    let floor = try floorMixed(in: "\(runRoot)/mixed", operations: operations)
-    let sharedCache = try sharedCacheMixed(in: "\(runRoot)/mixed", operations: operations)
-    let diskcache = try options.peer.map { try diskcacheMixed($0, in: "\(runRoot)/mixed", operations: operations) }
-    printMixed(floor: floor, sharedCache: sharedCache, diskcache: diskcache)
+    printMixed(try measureMixed(in: "\(runRoot)/mixed", operations: options.quick ? 2_000 : 20_000, peer: options.peer))
     try? FileManager.default.removeItem(atPath: runRoot)
     exit(0)
 }
@@ -210,11 +206,7 @@ let idleCPU = try idleSubscriberCPU(in: "\(runRoot)/notify", seconds: idleSecond
 let http = try httpWorkloads(in: "\(runRoot)/http", requests: httpRequests)
 
 // The peer, the 8-process run, the scale rows and the instruction counts.
-let mixedOperations = options.quick ? 2_000 : 20_000
-try FileManager.default.createDirectory(atPath: "\(runRoot)/mixed", withIntermediateDirectories: true)
-let floorMixedRun = try floorMixed(in: "\(runRoot)/mixed", operations: mixedOperations)
-let sharedCacheMixedRun = try sharedCacheMixed(in: "\(runRoot)/mixed", operations: mixedOperations)
-let diskcacheMixedRun = try options.peer.map { try diskcacheMixed($0, in: "\(runRoot)/mixed", operations: mixedOperations) }
+let mixed = try measureMixed(in: "\(runRoot)/mixed", operations: options.quick ? 2_000 : 20_000, peer: options.peer)
 var scaleRows: [ScaleMeasurement] = []
 for entries in options.quick ? [1_000, 10_000] : [1_000, 100_000] {
     let root = "\(runRoot)/scale-\(entries)"
@@ -299,11 +291,11 @@ print(
         }
     }
     print("")
-    printMixed(floor: floorMixedRun, sharedCache: sharedCacheMixedRun, diskcache: diskcacheMixedRun)
+    printMixed(mixed)
 }
 
-/// The 8-process table: the floor, diskcache (when measured) and SharedCache.
-func printMixed(floor: MixedMeasurement, sharedCache: MixedMeasurement, diskcache: MixedMeasurement?) {
+/// The 8-process table: the floors, diskcache (when measured) and SharedCache.
+func printMixed(_ runs: MixedRuns) {
     print("| \(mixedProcesses) processes at once, 90 % get / 10 % put of 1 KB over \(mixedKeys) keys | ops/s (all processes) "
         + "| p50 µs | p99 µs | p99.9 µs | max µs | target |")
     print("|---|---|---|---|---|---|---|")
@@ -311,10 +303,15 @@ func printMixed(floor: MixedMeasurement, sharedCache: MixedMeasurement, diskcach
         print("| \(name) | \(formatRate(run.operationsPerSecond)) | \(format(run.p50Microseconds)) | \(format(run.p99Microseconds)) "
             + "| \(format(run.p999Microseconds)) | \(format(run.maxMicroseconds)) | \(target) |")
     }
-    mixedLine("floor: the same syscalls alone (open + pread + close; create + write + rename + append)", floor, "")
-    if let diskcache { mixedLine("diskcache", diskcache, "") }
-    let ratio = diskcache.map { String(format: ", %.1f× diskcache's ops/s", sharedCache.operationsPerSecond / $0.operationsPerSecond) } ?? ""
-    mixedLine("SharedCache\(ratio)", sharedCache, "≥ 2× ops/s, p99.9 ≤ 5000 µs")
+    mixedLine("floor: the same syscalls alone (open + pread + close; create + write + rename + append)", runs.floor, "")
+    mixedLine(
+        "scheduler: each operation only keeps the CPU busy for SharedCache's p50 (\(format(runs.sharedCache.p50Microseconds)) µs)",
+        runs.scheduler, "")
+    if let diskcache = runs.diskcache { mixedLine("diskcache", diskcache, "") }
+    let ratio = runs.diskcache.map { String(format: ", %.1f× diskcache's ops/s", runs.sharedCache.operationsPerSecond / $0.operationsPerSecond) } ?? ""
+    mixedLine("SharedCache\(ratio)", runs.sharedCache, "≥ 2× ops/s, p99.9 ≤ 5000 µs")
+    let cores = runs.sharedCacheOnePerCore.processes
+    mixedLine("SharedCache with \(cores) processes, one per core (4× the operations each)", runs.sharedCacheOnePerCore, "")
 }
 
 /// Cost per operation, open time and memory as the directory grows; instructions per operation.
@@ -357,9 +354,7 @@ if let json = options.json {
         var compaction: CompactionMeasurement
         var http: HTTPMeasurement?
         var defaultGet: Measurement?
-        var floorMixed: MixedMeasurement
-        var sharedCacheMixed: MixedMeasurement
-        var diskcacheMixed: MixedMeasurement?
+        var mixed: MixedRuns
         var scale: [ScaleMeasurement]
         var instructions: InstructionCounts?
     }
@@ -371,7 +366,7 @@ if let json = options.json {
         notificationFloor: notification.floor, notification: notification.cache,
         idleSubscriberCPUMicroseconds: idleCPU, idleSeconds: idleSeconds, compaction: compaction, http: http,
         defaultGet: defaultGet,
-        floorMixed: floorMixedRun, sharedCacheMixed: sharedCacheMixedRun, diskcacheMixed: diskcacheMixedRun, scale: scaleRows,
+        mixed: mixed, scale: scaleRows,
         instructions: instructions)
     try encoder.encode(report).write(to: URL(fileURLWithPath: json))
 }
