@@ -17,8 +17,12 @@ struct ScaleMeasurement: Codable {
     var residentBytesPerEntry: Double
     var get: Measurement
     var put: Measurement
-    /// The put floor (create + write + close + rename, one O_APPEND record), interleaved with the
-    /// puts: the filesystem's speed drifts too much between scales to compare puts without it.
+    /// The get floor: open + pread + close of one of the directory's own blob files.
+    var getFloor: Measurement
+    /// The put floor: create + write + close in the directory's `tmp/`, rename into one of its
+    /// fan-out folders, one O_APPEND record. Both floors run interleaved with the operations and
+    /// in the same folders, so what the filesystem charges for a folder of 4,000 files instead
+    /// of 4 (and its drift over the run) is in the floor too.
     var putFloor: Measurement
 }
 
@@ -43,7 +47,8 @@ func scaleRow(_ root: String, entries: Int) throws -> ScaleMeasurement {
 }
 
 /// `--role scale DIR ENTRIES`: open (timed, resident memory before and after), then 2,000 gets
-/// of random entries and 2,000 puts of new ones, with the memory tier off.
+/// of random entries and 2,000 puts of new ones, with the memory tier off, each followed by its
+/// floor. (The floor's files stay in the directory, which the run deletes afterwards.)
 func runScale(_ arguments: [String]) throws -> Never {
     let (directory, entries) = (arguments[0], Int(arguments[1])!)
     let before = residentBytes()
@@ -56,35 +61,43 @@ func runScale(_ arguments: [String]) throws -> Never {
     let body = Data(repeating: 0x43, count: 100)
     let reads = (0..<operations).map { _ in scaleKey(Int.random(in: 0..<entries)) }
     let writes = (0..<operations).map { "https://example.com/scale/new/\($0)" }
-    var getSamples: [UInt64] = []
-    var putSamples: [UInt64] = []
-    var floorSamples: [UInt64] = []
-    let floor = "\(directory)-floor"
-    try FileManager.default.createDirectory(atPath: floor, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: floor) }
-    let journal = open("\(floor)/journal", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+    var getSamples: [UInt64] = [], putSamples: [UInt64] = []
+    var getFloorSamples: [UInt64] = [], putFloorSamples: [UInt64] = []
+    // Blob files to read for the get floor: every file of 16 fan-out folders.
+    let blobFiles = try (0..<16).flatMap { _ -> [String] in
+        let folder = "\(directory)/blobs/\(String(format: "%02x", Int.random(in: 0..<256)))"
+        return try FileManager.default.contentsOfDirectory(atPath: folder).map { "\(folder)/\($0)" }
+    }
+    let journal = open("\(directory)/tmp/floor-journal", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
     defer { close(journal) }
     let bytes = [UInt8](repeating: 0x43, count: 100 + 160)  // a blob: body and header
+    let buffer = UnsafeMutableRawPointer.allocate(byteCount: 8192, alignment: 16)
+    defer { buffer.deallocate() }
     for index in 0..<operations {
         var before = now()
         guard try cache.get(key: reads[index]) != nil else { fatalError("scale entry missing") }
         getSamples.append(now() - before)
         before = now()
+        let fd = open(blobFiles[Int.random(in: 0..<blobFiles.count)], O_RDONLY | O_CLOEXEC)
+        _ = pread(fd, buffer, 8192, 0)
+        close(fd)
+        getFloorSamples.append(now() - before)
+        before = now()
         try cache.put(key: writes[index], data: body)
         putSamples.append(now() - before)
         before = now()
-        let temporary = "\(floor)/tmp-\(index)"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        close(fd)
-        rename(temporary, "\(floor)/\(index)")
+        let temporary = "\(directory)/tmp/floor-\(index)"
+        let created = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        _ = bytes.withUnsafeBytes { write(created, $0.baseAddress, $0.count) }
+        close(created)
+        rename(temporary, "\(directory)/blobs/\(String(format: "%02x", index % 256))/floor-\(index)")
         _ = bytes.withUnsafeBytes { write(journal, $0.baseAddress, 120) }
-        floorSamples.append(now() - before)
+        putFloorSamples.append(now() - before)
     }
     let measurement = ScaleMeasurement(
         entries: entries, openMilliseconds: opened, residentBytesPerEntry: added / Double(entries),
         get: summarize("get 100 B", getSamples), put: summarize("put 100 B", putSamples),
-        putFloor: summarize("put floor", floorSamples))
+        getFloor: summarize("get floor", getFloorSamples), putFloor: summarize("put floor", putFloorSamples))
     FileHandle.standardOutput.write(try JSONEncoder().encode(measurement) + Data("\n".utf8))
     exit(0)
 }
