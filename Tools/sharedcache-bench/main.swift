@@ -267,6 +267,12 @@ print(
     "Manifest: \(opening.manifestBytes) bytes for \(openEntries) entries "
         + "(\(opening.manifestBytes / max(1, openEntries)) B/entry). "
         + "CRC32C \(crcMode()): \(String(format: "%.1f", crcGigabytesPerSecond())) GB/s.")
+let keyHashing = SharedCacheDiagnostics.keyHashNanoseconds(keyName(12345))
+print(
+    "SHA-256 of a \(keyName(12345).utf8.count)-byte key (every call hashes its key): "
+        + "\(String(format: "%.0f", keyHashing.chosen)) ns \(SharedCacheDiagnostics.sha256IsHardwareAccelerated ? "with SHA-NI" : "portable"), "
+        + "\(String(format: "%.0f", keyHashing.portable)) ns portable. (callgrind cannot run SHA-NI, so the "
+        + "instruction counts above use the portable code.)")
 
 /// SharedCache next to python-diskcache.
 @MainActor func printPeer() {

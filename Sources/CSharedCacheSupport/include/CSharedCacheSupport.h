@@ -17,6 +17,12 @@ int scs_crc32c_is_hardware_accelerated(void);
 /// SHA-256 (FIPS 180-4) of `length` bytes into `digest`.
 void scs_sha256(const void *data, size_t length, uint8_t digest[32]);
 
+/// The same digest from the portable code, whatever the CPU has (tests compare the two).
+void scs_sha256_portable(const void *data, size_t length, uint8_t digest[32]);
+
+/// 1 when `scs_sha256` runs on the CPU's SHA instructions, 0 when on portable code.
+int scs_sha256_is_hardware_accelerated(void);
+
 /// Linux `renameat2(..., RENAME_NOREPLACE)`: fails with EEXIST instead of replacing `to`.
 /// Returns 0, or -1 with errno set (EINVAL or ENOSYS where the filesystem or kernel lacks it).
 /// On other systems it always fails with ENOSYS; Darwin callers use `renameatx_np` instead.

@@ -207,7 +207,8 @@ public final class SharedCache: Sendable {
         let header = try directory.perform("reading an entry's header") {
             try blobs.readHeader(hash, blobID: entry.blobID)
         }
-        guard let header, header.key.elementsEqual(key.utf8) else { return nil }
+        var key = key
+        guard let header, key.withUTF8({ header.key.hasSameBytes(as: UnsafeRawBufferPointer($0)) }) else { return nil }
         return CacheEntry(header)
     }
 

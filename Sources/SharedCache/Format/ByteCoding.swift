@@ -1,3 +1,11 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// Appends little-endian integers and byte strings, the only encoding the format uses.
 struct ByteWriter {
     private(set) var bytes: [UInt8]
@@ -74,5 +82,15 @@ struct ByteReader {
         let covered = UnsafeRawBufferPointer(rebasing: bytes[start..<offset])
         let stored: UInt32 = try read()
         guard CRC32C.unmask(stored) == CRC32C.checksum(covered) else { throw .checksumMismatch }
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Whether these bytes are exactly `other`'s (one `memcmp`, where a generic comparison
+    /// costs a call per byte).
+    func hasSameBytes(as other: UnsafeRawBufferPointer) -> Bool {
+        guard count == other.count else { return false }
+        guard count > 0 else { return true }
+        return withUnsafeBytes { memcmp($0.baseAddress!, other.baseAddress!, count) == 0 }
     }
 }

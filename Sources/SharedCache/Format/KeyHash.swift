@@ -94,11 +94,16 @@ public struct KeyHash: Hashable, Sendable, Comparable, CustomStringConvertible {
     }
 }
 
-let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
-
 /// Writes `value` as `width` lowercase hex digits at the start of `buffer`.
+///
+/// Every blob path is built with this, so it is arithmetic rather than a table lookup.
+@inline(__always)
 func writeHexDigits(_ value: UInt64, width: Int, into buffer: UnsafeMutableRawBufferPointer) {
+    precondition(buffer.count >= width)
+    let base = buffer.baseAddress!
     for index in 0..<width {
-        buffer[index] = hexDigits[Int((value >> UInt64(4 * (width - 1 - index))) & 0xf)]
+        let nibble = UInt8(truncatingIfNeeded: value >> UInt64(4 * (width - 1 - index))) & 0xf
+        // "0"..."9" are 48...57; "a"..."f" are 97...102, 39 further on.
+        base.storeBytes(of: nibble &+ 48 &+ (nibble > 9 ? 39 : 0), toByteOffset: index, as: UInt8.self)
     }
 }

@@ -35,7 +35,8 @@ struct BlobStore: Sendable {
     {
         try withUnsafeTemporaryAllocation(byteCount: pathCapacity, alignment: 1) { raw in
             // "blobs/" xx "/" <64 hex digits> "." <16 hex digits> NUL, where xx = the first two digits.
-            for (index, byte) in "blobs/".utf8.enumerated() { raw[index] = byte }
+            let prefix: StaticString = "blobs/"
+            raw.baseAddress!.copyMemory(from: prefix.utf8Start, byteCount: 6)
             hash.writeHex(into: UnsafeMutableRawBufferPointer(rebasing: raw[9..<73]))
             raw[6] = raw[9]
             raw[7] = raw[10]
@@ -198,7 +199,7 @@ struct BlobStore: Sendable {
             return .damaged("header: \(error)")
         }
         let headerSize = header.encodedSize
-        guard header.keyHash == hash, header.key.elementsEqual(key) else { return .damaged("holds another key") }
+        guard header.keyHash == hash, header.key.hasSameBytes(as: key) else { return .damaged("holds another key") }
         guard header.bodySize == expectedSize, headerSize + Int(header.bodySize) == size else {
             return .damaged("body size does not match")
         }
