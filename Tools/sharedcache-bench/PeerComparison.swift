@@ -96,22 +96,32 @@ func runMixedWorker(_ arguments: [String]) throws -> Never {
     let cache = try SharedCache(directory: directory)
     let names = (0..<keys).map(keyName)
     let value = Data((0..<1024).map { _ in UInt8.random(in: 0...255, using: &random) })
-    while now() < startAt { usleep(500) }
-    var samples = [UInt64](repeating: 0, count: operations)
-    let start = now()
-    for index in 0..<operations {
+    try timeOperations(operations, startingAt: startAt, writingTo: arguments[5]) { _ in
         let name = names[Int.random(in: 0..<keys, using: &random)]
-        let before = now()
         if Int.random(in: 0..<10, using: &random) == 0 {
             try cache.put(key: name, data: value)
         } else {
             _ = try cache.get(key: name)
         }
+    }
+}
+
+/// Waits until `startAt`, times each of `operations` calls of `body`, writes "START END" and one
+/// latency per line to `path` (what ``mixedRun`` merges), and exits.
+func timeOperations(
+    _ operations: Int, startingAt startAt: UInt64, writingTo path: String, _ body: (Int) throws -> Void
+) throws -> Never {
+    while now() < startAt { usleep(500) }
+    var samples = [UInt64](repeating: 0, count: operations)
+    let start = now()
+    for index in 0..<operations {
+        let before = now()
+        try body(index)
         samples[index] = now() - before
     }
     let end = now()
     let text = "\(start) \(end)\n" + samples.map(String.init).joined(separator: "\n") + "\n"
-    try text.write(toFile: arguments[5], atomically: true, encoding: .utf8)
+    try text.write(toFile: path, atomically: true, encoding: .utf8)
     exit(0)
 }
 
@@ -129,12 +139,8 @@ func runMixedFloorWorker(_ arguments: [String]) throws -> Never {
     let record = [UInt8](repeating: 0x11, count: 120)
     let journal = open("\(directory)/journal", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
     let buffer = UnsafeMutableRawPointer.allocate(byteCount: 8192, alignment: 16)
-    while now() < startAt { usleep(500) }
-    var samples = [UInt64](repeating: 0, count: operations)
-    let start = now()
-    for index in 0..<operations {
+    try timeOperations(operations, startingAt: startAt, writingTo: arguments[5]) { index in
         let path = paths[Int.random(in: 0..<keys, using: &random)]
-        let before = now()
         if Int.random(in: 0..<10, using: &random) == 0 {
             let temporary = "\(directory)/tmp/\(worker)-\(index)"
             let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
@@ -147,12 +153,7 @@ func runMixedFloorWorker(_ arguments: [String]) throws -> Never {
             _ = pread(fd, buffer, 8192, 0)
             close(fd)
         }
-        samples[index] = now() - before
     }
-    let end = now()
-    let text = "\(start) \(end)\n" + samples.map(String.init).joined(separator: "\n") + "\n"
-    try text.write(toFile: arguments[5], atomically: true, encoding: .utf8)
-    exit(0)
 }
 
 /// `--role mixed-spin OPERATIONS NANOSECONDS START_AT_NS OUT`: the scheduler's floor: each
@@ -161,18 +162,10 @@ func runMixedFloorWorker(_ arguments: [String]) throws -> Never {
 /// that straddles the end of a slice waits for the other processes' slices.
 func runMixedSpinWorker(_ arguments: [String]) throws -> Never {
     let (operations, busy, startAt) = (Int(arguments[0])!, UInt64(arguments[1])!, UInt64(arguments[2])!)
-    while now() < startAt { usleep(500) }
-    var samples = [UInt64](repeating: 0, count: operations)
-    let start = now()
-    for index in 0..<operations {
-        let before = now()
-        while now() - before < busy {}
-        samples[index] = now() - before
+    try timeOperations(operations, startingAt: startAt, writingTo: arguments[3]) { _ in
+        let begun = now()
+        while now() - begun < busy {}
     }
-    let end = now()
-    let text = "\(start) \(end)\n" + samples.map(String.init).joined(separator: "\n") + "\n"
-    try text.write(toFile: arguments[3], atomically: true, encoding: .utf8)
-    exit(0)
 }
 
 /// 8 processes each busy for `nanoseconds` per operation: the tail latency time-slicing alone
