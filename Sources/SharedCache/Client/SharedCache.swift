@@ -267,6 +267,7 @@ public final class SharedCache: Sendable {
     }
 
     /// Stores a new version of `key` with the given times; returns it and its blob ID.
+    @discardableResult
     func store(key: String, data: Data, metadata: EntryMetadata, storedAt: Int64, expiresAt: Int64)
         throws(SharedCacheError) -> (entry: CacheEntry, blobID: UInt64)
     {
@@ -348,7 +349,8 @@ public final class SharedCache: Sendable {
     }
 
     /// Journals the removal of `hash` (of version `blobID`, or whatever version is current),
-    /// then unlinks its blob.
+    /// then unlinks its blob. Returns whether there was such an entry.
+    @discardableResult
     func remove(_ hash: KeyHash, key: [UInt8]?, reason: RemovalReason, blobID: UInt64?)
         throws(SharedCacheError) -> Bool
     {

@@ -143,7 +143,7 @@ struct HTTPExchange {
         }
 
         let (request, heuristic) = (request, options.heuristicFreshness)
-        try await cache.offPool {
+        _ = try await cache.offPool {
             try cache.storeHTTPResponse(
                 primaryKey: primaryKey, request: request, response: response, requestTime: requestTime,
                 responseTime: responseTime, heuristic: heuristic)
