@@ -62,11 +62,10 @@ extension CacheDirectory {
                     + "plant files in the cache; run chmod o-w on it, or use a directory of your own",
                 path: path)
         }
-        let isInitialized = try exists(FormatVersion.fileName, in: root)
+        let isInitialized = try Self.status(of: FormatVersion.fileName, in: root) != nil
         if !isInitialized {
             try refuseIfForeign(root: root, path: path)
-            let user = System.effectiveUserID()
-            if requested == .group, status.owner == user, status.permissions != UInt32(Sharing.group.directoryMode) {
+            if requested == .group {
                 try System.setModeIfOwned(root, Sharing.group.directoryMode)
                 status = try System.status(root)
             }
@@ -104,16 +103,6 @@ extension CacheDirectory {
                 "\(path) is shared with group \(status.group), and this process's user \(user) is not in it; "
                     + "add the user to that group, or use a directory of your own",
                 path: path)
-        }
-    }
-
-    private static func exists(_ name: String, in root: Int32) throws(SystemError) -> Bool {
-        do {
-            _ = try System.status(at: root, name)
-            return true
-        } catch {
-            guard error.errno == ENOENT else { throw error }
-            return false
         }
     }
 

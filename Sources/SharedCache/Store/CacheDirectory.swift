@@ -184,8 +184,13 @@ final class CacheDirectory: Sendable {
 
     /// Status of an entry inside the cache, not following links; `nil` when it does not exist.
     func status(of name: String) throws(SystemError) -> FileStatus? {
+        try Self.status(of: name, in: descriptor.rawValue)
+    }
+
+    /// ``status(of:)`` before there is a directory value, inside the root open as `root`.
+    static func status(of name: String, in root: Int32) throws(SystemError) -> FileStatus? {
         do {
-            return try System.status(at: descriptor.rawValue, name)
+            return try System.status(at: root, name)
         } catch {
             guard error.errno == ENOENT else { throw error }
             return nil
