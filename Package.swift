@@ -1,12 +1,6 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-// One settings array for every Swift target: Swift 6 mode (strict concurrency) comes from
-// `swiftLanguageModes` below; these add the checks we want on top.
-let swiftSettings: [SwiftSetting] = [
-    .enableUpcomingFeature("ExistentialAny"),
-    .enableUpcomingFeature("InternalImportsByDefault"),
-]
 
 let package = Package(
     name: "swift-shared-cache",
@@ -15,73 +9,82 @@ let package = Package(
         .library(name: "SharedCache", targets: ["SharedCache"]),
         .executable(name: "sharedcache", targets: ["sharedcache"]),
         .executable(name: "sharedcached", targets: ["sharedcached"]),
-        .executable(name: "sharedcache-bench", targets: ["sharedcache-bench"]),
-        .executable(name: "sharedcache-fuzz", targets: ["sharedcache-fuzz"]),
-        .executable(name: "sharedcache-stress", targets: ["sharedcache-stress"]),
     ],
     targets: [
-        // Checksums, the key hash and the one syscall Swift's Glibc does not import (renameat2).
+        // The layers, each depending only on those above it in this list; `grep` finds no import
+        // of a later one in an earlier one, and the compiler refuses it.
+        //
+        // C: CRC32C and SHA-256 on the CPU's instructions, and the calls Swift's Glibc lacks.
         .target(name: "CSharedCacheSupport"),
-        .target(
-            name: "SharedCache",
-            dependencies: ["CSharedCacheSupport"],
-            swiftSettings: swiftSettings
-        ),
+        // The operating system, mirrored: every system call, one errno policy, owned file
+        // descriptors, flock with a bounded wait, the directory handle files are opened through.
+        .target(name: "SharedCachePlatform", dependencies: ["CSharedCacheSupport"]),
+        // Bytes only: the on-disk records and their checksums. No I/O, no process state.
+        .target(name: "SharedCacheFormat", dependencies: ["CSharedCacheSupport"]),
+        // The storage engine: the directory's layout, the journal, the manifest, the locks, the
+        // index that follows the journal, where bodies live, watching, compaction.
+        .target(name: "SharedCacheEngine", dependencies: ["SharedCachePlatform", "SharedCacheFormat"]),
+        // The public library: the `SharedCache` facade over the engine, and HTTP on top of it.
+        .target(name: "SharedCache", dependencies: ["SharedCacheEngine", "SharedCachePlatform", "SharedCacheFormat"]),
         // What both command-line tools share: argument grammar, exit statuses, output, and the
         // compactor loop (sharedcached runs it; sharedcache demo runs it as a child process).
         .target(
             name: "SharedCacheCLI",
-            dependencies: ["SharedCache"],
-            path: "Tools/SharedCacheCLI",
-            swiftSettings: swiftSettings
+            dependencies: ["SharedCache", "SharedCachePlatform"],
+            path: "Tools/SharedCacheCLI"
         ),
         .executableTarget(
             name: "sharedcache",
-            dependencies: ["SharedCache", "SharedCacheCLI"],
-            path: "Tools/sharedcache",
-            swiftSettings: swiftSettings
+            dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI"],
+            path: "Tools/sharedcache"
         ),
         .executableTarget(
             name: "sharedcached",
-            dependencies: ["SharedCache", "SharedCacheCLI"],
-            path: "Tools/sharedcached",
-            swiftSettings: swiftSettings
+            dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI"],
+            path: "Tools/sharedcached"
         ),
         .executableTarget(
             name: "sharedcache-bench",
-            dependencies: ["SharedCache", "SharedCacheCLI"],
-            path: "Tools/sharedcache-bench",
-            swiftSettings: swiftSettings
+            dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI"],
+            path: "Tools/sharedcache-bench"
         ),
         // A seeded mutation fuzzer of the decoders and the argument parser.
         .executableTarget(
             name: "sharedcache-fuzz",
-            dependencies: ["SharedCache", "SharedCacheCLI"],
-            path: "Tools/sharedcache-fuzz",
-            swiftSettings: swiftSettings
+            dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI"],
+            path: "Tools/sharedcache-fuzz"
         ),
         // Many processes, crashes and a checker of the invariants.
         .executableTarget(
             name: "sharedcache-stress",
-            dependencies: ["SharedCache", "SharedCacheCLI"],
-            path: "Tools/sharedcache-stress",
-            swiftSettings: swiftSettings
+            dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI"],
+            path: "Tools/sharedcache-stress"
         ),
         // Spawned by the multi-process and crash tests: one process doing scripted cache work.
         .executableTarget(
             name: "sharedcache-test-worker",
-            dependencies: ["SharedCache", "SharedCacheCLI"],
-            path: "Tests/Helpers/sharedcache-test-worker",
-            swiftSettings: swiftSettings
+            dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI"],
+            path: "Tests/Helpers/sharedcache-test-worker"
         ),
         .testTarget(
             name: "SharedCacheTests",
             dependencies: [
-                "SharedCache", "SharedCacheCLI", "sharedcache-test-worker", "sharedcache", "sharedcached",
+                "SharedCache", "SharedCacheEngine", "SharedCacheFormat", "SharedCachePlatform", "SharedCacheCLI",
+                "sharedcache-test-worker", "sharedcache", "sharedcached",
                 "sharedcache-fuzz", "sharedcache-stress",
-            ],
-            swiftSettings: swiftSettings
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]
 )
+
+// One settings array for every Swift target, as swift-log applies its own: Swift 6 mode (strict
+// concurrency) comes from `swiftLanguageModes` above; these add the checks we want on top.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+for target in package.targets where target.name != "CSharedCacheSupport" {
+    target.swiftSettings = (target.swiftSettings ?? []) + swiftSettings
+}

@@ -1,5 +1,6 @@
 import Dispatch
-package import SharedCache
+import SharedCache
+import SharedCachePlatform
 
 /// Runs async work to completion from synchronous command code (the tools' commands and the
 /// benchmark's timing loops are synchronous).

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import SharedCache
 import SharedCacheCLI
+import SharedCachePlatform
 
 #if canImport(Glibc)
 import Glibc

@@ -28,6 +28,10 @@ int scs_sha256_is_hardware_accelerated(void);
 /// On other systems it always fails with ENOSYS; Darwin callers use `renameatx_np` instead.
 int scs_rename_noreplace(int from_dir, const char *from, int to_dir, const char *to);
 
+/// Linux `pipe2(ends, O_CLOEXEC | O_NONBLOCK)`: a pipe whose ends close on exec, made in one
+/// step. Returns 0, or -1 with errno set. On other systems it always fails with ENOSYS.
+int scs_pipe_cloexec(int ends[2]);
+
 /// Linux `fstatfs(fd).f_type`: the filesystem's magic number (as in linux/magic.h), or -1 with
 /// errno set. On other systems it always fails with ENOSYS; Darwin callers read `f_fstypename`.
 int64_t scs_filesystem_magic(int fd);

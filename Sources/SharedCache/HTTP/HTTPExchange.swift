@@ -2,17 +2,30 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import SharedCacheEngine
+import SharedCacheFormat
+import SharedCachePlatform
 
 /// One request through the cache: decide from what is stored, go to the network when needed
 /// (one request per URL across processes), and store or freshen what comes back.
 struct HTTPExchange {
-    let cache: SharedCache
+    let cache: CacheEngine
     let request: URLRequest
     let url: URL
     let options: FetchOptions
     let transport: any HTTPTransport
 
     private var method: String { (request.httpMethod ?? "GET").uppercased() }
+
+    /// Sends `outgoing` through the transport, marking its failures as the network's, so that
+    /// the boundary never mistakes one for the cache's own (or the other way round).
+    private func deliver(_ outgoing: URLRequest) async throws -> TransportResponse {
+        do {
+            return try await transport.send(outgoing)
+        } catch {
+            throw TransportFailure(underlying: error)
+        }
+    }
 
     func run() async throws -> FetchResult {
         switch method {
@@ -40,9 +53,9 @@ struct HTTPExchange {
 
     private func retrieve(headOnly: Bool) async throws -> FetchResult {
         let directives = directives
-        let primaryKey = SharedCache.cacheKey(for: url)
-        let (cache, request) = (cache, request)
-        var lookup = try cache.lookupStored(primaryKey: primaryKey, request: request)
+        let primaryKey = CacheEngine.cacheKey(for: url)
+        let cache = cache
+        var lookup = try await lookUp(primaryKey)
         if let candidate = lookup.candidate, !options.forceRefresh, !directives.noCache,
             candidate.isUsable(at: Clock.nowMilliseconds(), for: directives)
         {
@@ -74,7 +87,7 @@ struct HTTPExchange {
         if waited {
             // Another process or task fetched this URL while we waited: use what it brought.
             let before = lookup.candidate?.version
-            lookup = try cache.lookupStored(primaryKey: primaryKey, request: request)
+            lookup = try await lookUp(primaryKey)
             if let candidate = lookup.candidate, !options.forceRefresh,
                 candidate.version != before
                     || (!directives.noCache && candidate.isUsable(at: Clock.nowMilliseconds(), for: directives)),
@@ -90,6 +103,21 @@ struct HTTPExchange {
         // The caller's own validators are the caller's business: send them as they are.
         let candidate = hasCallerValidators || options.forceRefresh ? nil : lookup.candidate
         return try await send(primaryKey: primaryKey, validating: candidate, fallback: lookup.candidate)
+    }
+
+    /// What is stored for the request, pinned; the accesses it read are journaled off the
+    /// cooperative pool when due (rarely: once per recency interval per entry).
+    private func lookUp(_ primaryKey: String) async throws -> CacheEngine.StoredLookup {
+        let lookup = try cache.lookupStored(primaryKey: primaryKey, request: request)
+        let cache = cache
+        let interval = cache.configuration.recencyInterval.milliseconds
+        let due = lookup.accessesDue.filter { $0.at - $0.entry.lastAccess >= interval }
+        if !due.isEmpty {
+            try await cache.offPool {
+                for access in due { cache.recordAccessIfDue(access.hash, entry: access.entry, now: access.at) }
+            }
+        }
+        return lookup
     }
 
     /// Sends the request, conditional on `candidate` when there is one, and handles the answer.
@@ -108,7 +136,7 @@ struct HTTPExchange {
         let requestTime = Clock.nowMilliseconds()
         let response: TransportResponse
         do {
-            response = try await transport.send(outgoing)
+            response = try await deliver(outgoing)
         } catch {
             if let stale = try await staleAnswer(fallback) { return stale }
             throw error
@@ -125,9 +153,12 @@ struct HTTPExchange {
                 let revalidation = cache.revalidation(
                     of: candidate, by: response.headers, requestTime: requestTime, responseTime: responseTime,
                     heuristic: options.heuristicFreshness)
-                // Usually one journal append, done here; storing a new version goes off the pool.
-                if try !(revalidation.changesOnlyFreshness && cache.journalFreshening(candidate, revalidation)) {
-                    try await cache.offPool { try cache.storeRevalidated(candidate, body: body, revalidation) }
+                // Usually one journal append; either way off the pool, as it may wait for the
+                // journal's append lock.
+                try await cache.offPool {
+                    if try !(revalidation.changesOnlyFreshness && cache.journalFreshening(candidate, revalidation)) {
+                        try cache.storeRevalidated(candidate, body: body, revalidation)
+                    }
                 }
                 cache.count { $0.revalidations += 1 }
                 cache.counters?.add(.revalidations)
@@ -155,7 +186,7 @@ struct HTTPExchange {
 
     /// The candidate's body, checked; read off the cooperative pool when it is large.
     private func read(_ candidate: StoredCandidate) async throws -> Data? {
-        try await cache.offPool(when: candidate.entry.bodySize > SharedCache.inlineReadLimit) { try candidate.body() }
+        try await cache.offPool(when: candidate.entry.bodySize > CacheEngine.inlineReadLimit) { try candidate.body() }
     }
 
     /// The stored response served as is (with its `Age`), or a 304 when the caller's own
@@ -217,14 +248,14 @@ struct HTTPExchange {
     // MARK: Other methods
 
     private func passThrough() async throws -> FetchResult {
-        let response = try await transport.send(request)
+        let response = try await deliver(request)
         return downloaded(response)
     }
 
     /// RFC 9111 §4.4: a successful unsafe request makes what is stored for its URL, and for
     /// its `Location` and `Content-Location` on the same origin, stale; here, removed.
     private func unsafeRequest() async throws -> FetchResult {
-        let response = try await transport.send(request)
+        let response = try await deliver(request)
         if (200..<400).contains(response.status) {
             let targets =
                 [url]

@@ -2,6 +2,7 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
+import SharedCacheEngine
 
 /// How ``SharedCache/fetch(_:options:transport:)`` may use the cache and the network.
 public struct FetchOptions: Sendable, Hashable {
@@ -88,18 +89,45 @@ extension SharedCache {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw SharedCacheError(.invalidArgument, "fetch needs an http or https URL, not \(request.url?.absoluteString ?? "none")")
         }
+        let what = "\(request.httpMethod ?? "GET") \(url.absoluteString)"
         do {
-            let exchange = HTTPExchange(cache: self, request: request, url: url, options: options, transport: transport)
+            let exchange = HTTPExchange(cache: engine, request: request, url: url, options: options, transport: transport)
             return try await exchange.run()
-        } catch let error as SharedCacheError {
-            throw error
+        } catch let failure as TransportFailure {
+            throw failure.explained(what)
         } catch {
-            var wrapped = SharedCacheError(.network, "\(request.httpMethod ?? "GET") \(url.absoluteString) failed: \(error); check the network and the URL")
-            wrapped.underlyingError = error
-            throw wrapped
+            // The cache's own failures (a full disk, a stray file in its directory) are said as
+            // such, never as the network's.
+            throw SharedCacheError(error, root: path, while: what)
         }
     }
 
+    /// The key ``fetch(_:options:transport:)`` stores a URL's response under (the URL without
+    /// its fragment), so ``get(key:)`` and ``remove(key:)`` reach it too.
+    public static func cacheKey(for url: URL) -> String {
+        CacheEngine.cacheKey(for: url)
+    }
+}
+
+/// A failure of the transport (no response), as opposed to one of the cache.
+struct TransportFailure: Error {
+    var underlying: any Error
+
+    /// `.cancelled` when the task or the request was cancelled, else `.network`.
+    func explained(_ what: String) -> SharedCacheError {
+        var error: SharedCacheError
+        if underlying is CancellationError || (underlying as? URLError)?.code == .cancelled {
+            error = .cancelled(what)
+        } else {
+            let reason = (underlying as? URLError)?.localizedDescription ?? "\(underlying)"
+            error = SharedCacheError(.network, "\(what) failed: \(reason); check the network and the URL")
+        }
+        error.underlyingError = underlying
+        return error
+    }
+}
+
+extension CacheEngine {
     /// Bodies up to this size are read on the calling task's thread: reading one takes
     /// microseconds, less than the two thread switches of moving the read elsewhere.
     static let inlineReadLimit: UInt64 = 64 * 1024

@@ -1,7 +1,10 @@
-public import Foundation
+import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import SharedCacheEngine
+import SharedCacheFormat
+import SharedCachePlatform
 
 // The HTTP client's blocking steps on the store: finding and pinning a stored response,
 // storing one, freshening one after a 304, invalidating a URL. All synchronous; the exchange
@@ -19,12 +22,12 @@ final class StoredCandidate: @unchecked Sendable {
     let etag: String?
     let lastModified: String?
     private let held: CacheHit?
-    private let pinned: PinnedBlob?
-    private let cache: SharedCache
+    private let pinned: (any PinnedBody)?
+    private let cache: CacheEngine
 
     fileprivate init(
         key: String, hash: KeyHash, entry: IndexEntry, metadata: CacheEntry, response: StoredResponse,
-        held: CacheHit?, pinned: PinnedBlob?, cache: SharedCache
+        held: CacheHit?, pinned: (any PinnedBody)?, cache: CacheEngine
     ) {
         self.key = key
         self.hash = hash
@@ -39,11 +42,11 @@ final class StoredCandidate: @unchecked Sendable {
 
     /// Which version this is: a replacement or a 304 in any process changes it.
     struct Version: Equatable {
-        var blobID: UInt64
+        var location: BodyLocation
         var storedAt: Int64
     }
 
-    var version: Version { Version(blobID: entry.blobID, storedAt: entry.storedAt) }
+    var version: Version { Version(location: entry.location, storedAt: entry.storedAt) }
 
     /// The pinned body, checked; `nil` (and the version discarded) if it fails its checks.
     func body() throws -> Data? {
@@ -51,10 +54,10 @@ final class StoredCandidate: @unchecked Sendable {
         guard let pinned else { return nil }
         switch try pinned.read() {
         case .found(let header, let data):
-            cache.remember(CacheHit(data: data, entry: CacheEntry(header)), for: hash, blobID: entry.blobID)
+            cache.remember(CacheHit(data: data, entry: CacheEntry(header)), for: hash, at: entry.location)
             return data
         case .missing, .damaged:
-            try cache.discard(hash, key: Array(key.utf8), blobID: entry.blobID)
+            try cache.discard(hash, key: Array(key.utf8), at: entry.location)
             return nil
         }
     }
@@ -84,17 +87,20 @@ extension Int64 {
     }
 }
 
-extension SharedCache {
+extension CacheEngine {
     /// What a lookup found.
     struct StoredLookup: Sendable {
         var candidate: StoredCandidate?
         /// An entry was indexed but its blob could not be pinned: send no validators.
         var pinFailed = false
+        /// Versions read whose access is due to be journaled (see `recordAccessIfDue`); the
+        /// exchange journals them off the cooperative pool.
+        var accessesDue: [(hash: KeyHash, entry: IndexEntry, at: Int64)] = []
     }
 
     /// The key ``fetch(_:options:transport:)`` stores a URL's response under (the URL without
     /// its fragment), so ``get(key:)`` and ``remove(key:)`` reach it too.
-    public static func cacheKey(for url: URL) -> String {
+    static func cacheKey(for url: URL) -> String {
         guard url.fragment != nil else { return url.absoluteString }
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url.absoluteString }
         components.fragment = nil
@@ -127,11 +133,12 @@ extension SharedCache {
     /// responses vary. A plain put under the URL counts as a 200 to revalidate on every use.
     func lookupStored(primaryKey: String, request: URLRequest) throws -> StoredLookup {
         var lookup = StoredLookup()
-        guard let primary = try pinnedVersion(primaryKey, pinFailed: &lookup.pinFailed) else { return lookup }
+        guard let primary = try pinnedVersion(primaryKey, pinFailed: &lookup.pinFailed, accessesDue: &lookup.accessesDue)
+        else { return lookup }
         switch primary.stored {
         case .variants(let list):
             let key = Self.variantKey(primaryKey, names: list.names, request: request)
-            guard let variant = try pinnedVersion(key, pinFailed: &lookup.pinFailed),
+            guard let variant = try pinnedVersion(key, pinFailed: &lookup.pinFailed, accessesDue: &lookup.accessesDue),
                 case .response(let response) = variant.stored,
                 response.varyValues == Self.varyValues(names: list.names, request: request)
             else { return lookup }
@@ -157,17 +164,19 @@ extension SharedCache {
         var candidate: (StoredResponse) -> StoredCandidate
     }
 
-    private func pinnedVersion(_ key: String, pinFailed: inout Bool) throws -> PinnedVersion? {
+    private func pinnedVersion(
+        _ key: String, pinFailed: inout Bool, accessesDue: inout [(hash: KeyHash, entry: IndexEntry, at: Int64)]
+    ) throws -> PinnedVersion? {
         let hash = KeyHash(key: key)
         let now = Clock.nowMilliseconds()
         guard let (entry, held) = try currentEntry(hash, fromMemory: true), !entry.isExpired(at: now) else { return nil }
-        recordAccessIfDue(hash, entry: entry, now: now)
+        accessesDue.append((hash, entry, now))
         let metadata: CacheEntry
-        let pinned: PinnedBlob?
+        let pinned: (any PinnedBody)?
         if let held {
             (metadata, pinned) = (held.entry, nil)
         } else {
-            guard let (blob, header) = try blobs.pin(hash, blobID: entry.blobID, key: Array(key.utf8), expectedSize: entry.bodySize)
+            guard let (blob, header) = try bodies.pin(hash, at: entry.location, key: Array(key.utf8), expectedSize: entry.bodySize)
             else {
                 pinFailed = true
                 return nil
@@ -228,7 +237,7 @@ extension SharedCache {
         let existing = try variantList(primaryKey)
         if names.isEmpty {
             // The URL no longer varies: its variants are unreachable now.
-            for key in existing?.keys ?? [] { try remove(KeyHash(key: key), key: Array(key.utf8), reason: .superseded, blobID: nil) }
+            for key in existing?.keys ?? [] { try remove(KeyHash(key: key), key: Array(key.utf8), reason: .superseded, at: nil) }
             try store(key: primaryKey, data: response.body, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
             return true
         }
@@ -287,9 +296,9 @@ extension SharedCache {
     /// the request was out).
     func journalFreshening(_ candidate: StoredCandidate, _ revalidation: Revalidation) throws -> Bool {
         try commit { index -> ([JournalRecord], Bool) in
-            guard index[candidate.hash]?.blobID == candidate.entry.blobID else { return ([], false) }
+            guard index[candidate.hash]?.location == candidate.entry.location else { return ([], false) }
             let record = FreshenedRecord(
-                hash: candidate.hash, blobID: candidate.entry.blobID, storedAt: revalidation.birth,
+                hash: candidate.hash, location: candidate.entry.location, storedAt: revalidation.birth,
                 expiresAt: revalidation.expiresAt)
             return ([.freshened(record)], true)
         }
@@ -315,8 +324,8 @@ extension SharedCache {
     func invalidate(_ url: URL) throws {
         let primaryKey = Self.cacheKey(for: url)
         for key in try variantList(primaryKey)?.keys ?? [] {
-            try remove(KeyHash(key: key), key: Array(key.utf8), reason: .invalidated, blobID: nil)
+            try remove(KeyHash(key: key), key: Array(key.utf8), reason: .invalidated, at: nil)
         }
-        try remove(KeyHash(key: primaryKey), key: Array(primaryKey.utf8), reason: .invalidated, blobID: nil)
+        try remove(KeyHash(key: primaryKey), key: Array(primaryKey.utf8), reason: .invalidated, at: nil)
     }
 }

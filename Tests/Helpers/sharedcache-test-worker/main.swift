@@ -39,6 +39,7 @@ import Dispatch
 import Foundation
 import SharedCache
 import SharedCacheCLI
+import SharedCachePlatform
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif

@@ -11,7 +11,7 @@ struct EvictionPlanTests {
             let expired = expiredEvery > 0 && number % expiredEvery == 0
             index.insert(
                 IndexEntry(
-                    blobID: UInt64(number + 1), bodySize: size, storedAt: 0, expiresAt: expired ? 500 : .max,
+                    location: BodyLocation(blobID: UInt64(number + 1)), bodySize: size, storedAt: 0, expiresAt: expired ? 500 : .max,
                     lastAccess: Int64(number)),
                 for: KeyHash(key: "\(number)"))
         }
@@ -51,7 +51,7 @@ struct EvictionPlanTests {
         var index = Index()
         for number in 0..<10 {
             index.insert(
-                IndexEntry(blobID: 1, bodySize: 100, storedAt: 0, expiresAt: .max, lastAccess: 7),
+                IndexEntry(location: BodyLocation(blobID: 1), bodySize: 100, storedAt: 0, expiresAt: .max, lastAccess: 7),
                 for: KeyHash(key: "\(number)"))
         }
         let plan = EvictionPlan(index: index, now: 1000, sizeLimit: 500, entryLimit: 0)

@@ -9,7 +9,7 @@ struct FileFormatTests {
         for number in 0..<count {
             index.insert(
                 IndexEntry(
-                    blobID: UInt64(number + 1), bodySize: UInt64(number * 10), storedAt: Int64(number),
+                    location: BodyLocation(blobID: UInt64(number + 1)), bodySize: UInt64(number * 10), storedAt: Int64(number),
                     expiresAt: number.isMultiple(of: 2) ? .max : Int64(number + 100), lastAccess: Int64(number + 5)),
                 for: KeyHash(key: "key \(number)"))
         }

@@ -9,12 +9,12 @@ struct JournalRecordTests {
     static let records: [JournalRecord] = [
         .stored(
             StoredRecord(
-                hash: hash, blobID: 0xABCDEF, bodySize: 1234, storedAt: 1_700_000_000_000, expiresAt: .max,
+                hash: hash, location: BodyLocation(blobID: 0xABCDEF), bodySize: 1234, storedAt: 1_700_000_000_000, expiresAt: .max,
                 key: Array("k".utf8), etag: Array("\"v1\"".utf8))),
-        .removed(RemovedRecord(hash: hash, blobID: 0xABCDEF, reason: .expired, remover: remover)),
+        .removed(RemovedRecord(hash: hash, location: BodyLocation(blobID: 0xABCDEF), reason: .expired, remover: remover)),
         .cleared(remover),
-        .accessed(AccessedRecord(hash: hash, blobID: 0xABCDEF, accessedAt: 1_700_000_000_500)),
-        .freshened(FreshenedRecord(hash: hash, blobID: 0xABCDEF, storedAt: 1_700_000_001_000, expiresAt: .max)),
+        .accessed(AccessedRecord(hash: hash, location: BodyLocation(blobID: 0xABCDEF), accessedAt: 1_700_000_000_500)),
+        .freshened(FreshenedRecord(hash: hash, location: BodyLocation(blobID: 0xABCDEF), storedAt: 1_700_000_001_000, expiresAt: .max)),
         .sealed(nextGeneration: 7),
     ]
 
@@ -104,7 +104,7 @@ struct JournalRecordTests {
 
     @Test func unknownRemovalReasonIsCorrupt() {
         var writer = ByteWriter()
-        JournalRecord.removed(RemovedRecord(hash: Self.hash, blobID: 1, reason: .manual, remover: Self.remover))
+        JournalRecord.removed(RemovedRecord(hash: Self.hash, location: BodyLocation(blobID: 1), reason: .manual, remover: Self.remover))
             .encode(sequence: 1, into: &writer)
         var bytes = writer.bytes
         // The reason byte follows the 17-byte frame header, the hash and the blob ID; re-checksum.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import SharedCache
+@testable import SharedCachePlatform
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -255,7 +256,7 @@ struct FetchTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory("cache/tmp")).isEmpty)
         // The dead process's fetch lock died with it: the next fetch of the URL need not wait.
         let (lock, waited) = try await FetchLock.acquire(
-            KeyHash(key: SharedCache.cacheKey(for: url)), in: cache.directory, timeout: .milliseconds(100),
+            KeyHash(key: SharedCache.cacheKey(for: url)), in: cache.engine.directory, timeout: .milliseconds(100),
             describing: url.absoluteString)
         #expect(!waited)
         lock.release()

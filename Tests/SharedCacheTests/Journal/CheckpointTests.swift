@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import SharedCache
+@testable import SharedCachePlatform
 
 @Suite("Checkpoints, segment rotation and journal repair")
 struct CheckpointTests {

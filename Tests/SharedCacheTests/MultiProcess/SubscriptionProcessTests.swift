@@ -3,6 +3,7 @@ import SharedCacheCLI
 import Testing
 
 @testable import SharedCache
+@testable import SharedCacheEngine
 
 #if canImport(Glibc)
 import Glibc
@@ -132,7 +133,7 @@ struct SubscriptionProcessTests {
 extension SharedCache {
     /// Hex hashes of every live entry, as this process's index sees them.
     func liveHashes() throws -> [String] {
-        try withState { state in
+        try engine.withState { state in
             try state.live.refresh()
             return state.live.index.map(\.hash.hex)
         }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import SharedCache
+@testable import SharedCachePlatform
 
 #if canImport(Glibc)
 import Glibc
@@ -151,7 +152,7 @@ struct HostileDirectoryTests {
     @Test func aLocalDirectoryKeepsFileEventsAndHasNoWarnings() throws {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))
-        #expect(try System.filesystemKind(cache.directory.descriptor.rawValue) == .local)
+        #expect(try cache.engine.directory.descriptor.filesystemKind() == .local)
         #expect(cache.warnings.isEmpty)
         #expect(cache.configuration.journalWatching == .default)
     }

@@ -6,7 +6,7 @@ import Testing
 @Suite("The in-memory index, against a Dictionary model")
 struct IndexTests {
     static func entry(_ blobID: UInt64, size: UInt64 = 10) -> IndexEntry {
-        IndexEntry(blobID: blobID, bodySize: size, storedAt: 1, expiresAt: .max, lastAccess: Int64(blobID))
+        IndexEntry(location: BodyLocation(blobID: blobID), bodySize: size, storedAt: 1, expiresAt: .max, lastAccess: Int64(blobID))
     }
 
     /// Runs random inserts, replacements and removals on both, checking they agree throughout.
@@ -18,8 +18,8 @@ struct IndexTests {
             let hash = hashes[Int(random.next() % UInt64(hashes.count))]
             if random.next() % 3 == 0, let current = model[hash] {
                 // Removing another version is a no-op; removing the current one removes it.
-                #expect(index.remove(hash, blobID: current.blobID + 1) == nil)
-                #expect(index.remove(hash, blobID: current.blobID) == current)
+                #expect(index.remove(hash, at: BodyLocation(blobID: current.location.blobID + 1)) == nil)
+                #expect(index.remove(hash, at: BodyLocation(blobID: current.location.blobID)) == current)
                 model[hash] = nil
             } else {
                 let entry = entry(UInt64(step + 1), size: random.next() % 1000)
@@ -57,17 +57,17 @@ struct IndexTests {
         index.apply(
             .stored(
                 StoredRecord(
-                    hash: hash, blobID: 7, bodySize: 5, storedAt: 100, expiresAt: .max, key: Array("a".utf8), etag: [])))
-        index.apply(.accessed(AccessedRecord(hash: hash, blobID: 7, accessedAt: 300)))
-        index.apply(.accessed(AccessedRecord(hash: hash, blobID: 7, accessedAt: 200)))
+                    hash: hash, location: BodyLocation(blobID: 7), bodySize: 5, storedAt: 100, expiresAt: .max, key: Array("a".utf8), etag: [])))
+        index.apply(.accessed(AccessedRecord(hash: hash, location: BodyLocation(blobID: 7), accessedAt: 300)))
+        index.apply(.accessed(AccessedRecord(hash: hash, location: BodyLocation(blobID: 7), accessedAt: 200)))
         #expect(index[hash]?.lastAccess == 300)
-        index.apply(.accessed(AccessedRecord(hash: hash, blobID: 6, accessedAt: 900)))
+        index.apply(.accessed(AccessedRecord(hash: hash, location: BodyLocation(blobID: 6), accessedAt: 900)))
         #expect(index[hash]?.lastAccess == 300)
-        index.apply(.freshened(FreshenedRecord(hash: hash, blobID: 7, storedAt: 5000, expiresAt: 9000)))
+        index.apply(.freshened(FreshenedRecord(hash: hash, location: BodyLocation(blobID: 7), storedAt: 5000, expiresAt: 9000)))
         #expect(index[hash]?.storedAt == 5000 && index[hash]?.expiresAt == 9000 && index[hash]?.lastAccess == 5000)
-        index.apply(.freshened(FreshenedRecord(hash: hash, blobID: 6, storedAt: 7000, expiresAt: 7000)))
+        index.apply(.freshened(FreshenedRecord(hash: hash, location: BodyLocation(blobID: 6), storedAt: 7000, expiresAt: 7000)))
         #expect(index[hash]?.expiresAt == 9000)
-        index.apply(.removed(RemovedRecord(hash: hash, blobID: 6, reason: .manual, remover: .current)))
+        index.apply(.removed(RemovedRecord(hash: hash, location: BodyLocation(blobID: 6), reason: .manual, remover: .current)))
         #expect(index.count == 1)
         index.apply(.cleared(.current))
         #expect(index.isEmpty && index.totalBytes == 0 && index[hash] == nil)

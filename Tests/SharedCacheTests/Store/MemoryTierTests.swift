@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import SharedCache
+@testable import SharedCacheEngine
 
 @Suite("The per-process memory tier: served from memory, never stale")
 struct MemoryTierTests {
@@ -48,18 +49,18 @@ struct MemoryTierTests {
         let hit = CacheHit(data: Data(repeating: 1, count: 100), entry: entry)
         let hashes = (0..<200).map { KeyHash(key: "key \($0)") }
         for (number, hash) in hashes.enumerated() {
-            tier.insert(hit, for: hash, blobID: 1)
-            _ = tier.hit(hashes[0], blobID: 1)  // keep the first one in use
+            tier.insert(hit, for: hash, at: BodyLocation(blobID: 1))
+            _ = tier.hit(hashes[0], at: BodyLocation(blobID: 1))  // keep the first one in use
             #expect(tier.cost <= 10_000, "after \(number + 1) inserts")
         }
-        #expect(tier.hit(hashes[0], blobID: 1) != nil)
-        #expect(tier.hit(hashes[1], blobID: 1) == nil)
-        #expect(tier.hit(hashes[199], blobID: 1) != nil)
+        #expect(tier.hit(hashes[0], at: BodyLocation(blobID: 1)) != nil)
+        #expect(tier.hit(hashes[1], at: BodyLocation(blobID: 1)) == nil)
+        #expect(tier.hit(hashes[199], at: BodyLocation(blobID: 1)) != nil)
         // Another version of an entry is a miss, and drops the copy.
-        #expect(tier.hit(hashes[199], blobID: 2) == nil)
-        #expect(tier.hit(hashes[199], blobID: 1) == nil)
+        #expect(tier.hit(hashes[199], at: BodyLocation(blobID: 2)) == nil)
+        #expect(tier.hit(hashes[199], at: BodyLocation(blobID: 1)) == nil)
         // A body over a quarter of the limit is not kept.
-        tier.insert(CacheHit(data: Data(count: 3000), entry: entry), for: hashes[5], blobID: 1)
-        #expect(tier.hit(hashes[5], blobID: 1) == nil)
+        tier.insert(CacheHit(data: Data(count: 3000), entry: entry), for: hashes[5], at: BodyLocation(blobID: 1))
+        #expect(tier.hit(hashes[5], at: BodyLocation(blobID: 1)) == nil)
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import SharedCacheCLI
 
 @testable import SharedCache
+@testable import SharedCachePlatform
 
 /// Collects removal batches from a callback, for tests to wait on.
 final class RemovalCollector: Sendable {

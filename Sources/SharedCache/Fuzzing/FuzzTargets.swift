@@ -1,0 +1,150 @@
+import SharedCacheEngine
+import SharedCacheFormat
+
+// Entry points for `sharedcache-fuzz`: every decoder of bytes that come from disk (or from a
+// server), with valid seeds to mutate and the property each must keep. `package`: for the
+// fuzz driver of this package.
+
+/// One decoder under fuzzing.
+package enum FuzzTarget: String, CaseIterable, Sendable {
+    case journalFrame = "journal-frame"
+    case segmentHeader = "segment-header"
+    case manifest
+    case blobHeader = "blob-header"
+    case formatFile = "format-file"
+    case configFile = "config-file"
+    case storedHTTP = "stored-http"
+    case httpText = "http-text"
+
+    /// Valid inputs to start mutating from.
+    package var seeds: [[UInt8]] {
+        let hash = KeyHash(key: "https://example.com/a")
+        switch self {
+        case .journalFrame:
+            let records: [JournalRecord] = [
+                .stored(
+                    StoredRecord(
+                        hash: hash, location: BodyLocation(blobID: 7), bodySize: 1234, storedAt: 1_700_000_000_000, expiresAt: .max,
+                        key: Array("https://example.com/a".utf8), etag: Array("\"v1\"".utf8))),
+                .removed(
+                    RemovedRecord(
+                        hash: hash, location: BodyLocation(blobID: 7), reason: .size, remover: Remover(processID: 42, name: "tool"),
+                        key: Array("k".utf8))),
+                .cleared(Remover(processID: 1, name: "x")), .sealed(nextGeneration: 9),
+                .accessed(AccessedRecord(hash: hash, location: BodyLocation(blobID: 7), accessedAt: 5)),
+                .freshened(FreshenedRecord(hash: hash, location: BodyLocation(blobID: 7), storedAt: 6, expiresAt: 8)),
+            ]
+            return records.enumerated().map { index, record in
+                var writer = ByteWriter()
+                record.encode(sequence: UInt64(index + 1), into: &writer)
+                return writer.bytes
+            }
+        case .segmentHeader:
+            return [SegmentHeader(generation: 3, firstSequence: 77).encoded()]
+        case .manifest:
+            let entries = (0..<3).map { number in
+                (
+                    KeyHash(key: "\(number)"),
+                    IndexEntry(location: BodyLocation(blobID: UInt64(number)), bodySize: 10, storedAt: 1, expiresAt: .max, lastAccess: 2)
+                )
+            }
+            return [
+                ManifestCoding.encode(
+                    ManifestCoding.Header(generation: 2, lastSequence: 9, entryCount: 3, createdAt: 5), entries: entries)
+            ]
+        case .blobHeader:
+            return [
+                BlobHeader(
+                    bodySize: 5, bodyChecksum: 9, storedAt: 1, expiresAt: .max, keyHash: hash,
+                    key: Array("https://example.com/a".utf8), etag: Array("\"e\"".utf8),
+                    lastModified: Array("Sun, 06 Nov 1994 08:49:37 GMT".utf8), attributes: [1, 2, 3]
+                ).encoded()
+            ]
+        case .formatFile:
+            return [FormatVersion.current.encoded()]
+        case .configFile:
+            return [ConfigurationFile(sizeLimit: 1 << 30, defaultExpirySeconds: 3600, entryLimit: 10).encoded()]
+        case .storedHTTP:
+            return [
+                StoredHTTP.response(
+                    StoredResponse(
+                        status: 200, headers: ["ETag": "\"x\"", "Cache-Control": "max-age=60"], lifetime: 60_000,
+                        mustRevalidate: false, varyValues: ["accept": "text/html"])
+                ).encoded(),
+                StoredHTTP.variants(VariantList(names: ["accept"], keys: ["a\naccept: x"])).encoded(),
+            ]
+        case .httpText:
+            return [
+                Array("Sun, 06 Nov 1994 08:49:37 GMT".utf8), Array("Sunday, 06-Nov-94 08:49:37 GMT".utf8),
+                Array("max-age=60, no-cache=\"a, b\", must-revalidate".utf8), Array("W/\"abc\", \"def\"".utf8),
+            ]
+        }
+    }
+
+    /// Decodes `bytes`; returns a description of a broken property, or `nil`. Bad input must
+    /// make a decoder say so, never crash, hang, or allocate what a length field claims.
+    package func check(_ bytes: [UInt8]) -> String? {
+        switch self {
+        case .journalFrame:
+            // Frames are checksummed, so mutations rarely reach the payload decoders: also try
+            // the bytes re-framed with a length and checksum that fit them.
+            if bytes.count >= JournalRecord.frameHeaderSize, bytes.count - JournalRecord.frameHeaderSize <= JournalRecord.maximumPayloadSize {
+                var framed = ByteWriter()
+                framed.append(bytes: bytes)
+                framed.set(UInt32(bytes.count - JournalRecord.frameHeaderSize), at: 4)
+                let crc = framed.bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[4...])) }
+                framed.set(CRC32C.mask(crc), at: 0)
+                let frame = framed.bytes.withUnsafeBytes { JournalRecord.decodeFrame($0, at: 0) }
+                if frame == .incomplete { return "a whole re-framed record decoded as incomplete" }
+            }
+            return bytes.withUnsafeBytes { raw -> String? in
+                var offset = 0
+                while offset < raw.count {
+                    guard case .record(let record, let sequence, let size) = JournalRecord.decodeFrame(raw, at: offset)
+                    else { return nil }
+                    guard size > 0, offset + size <= raw.count else { return "frame size \(size) at \(offset)" }
+                    if case .unknown = record {} else {
+                        // What decodes must encode to something that decodes the same.
+                        var writer = ByteWriter()
+                        record.encode(sequence: sequence, into: &writer)
+                        let again = writer.bytes.withUnsafeBytes { JournalRecord.decodeFrame($0, at: 0) }
+                        guard case .record(record, sequence, _) = again else { return "re-encoding changed \(record)" }
+                    }
+                    offset += size
+                }
+                return nil
+            }
+        case .segmentHeader:
+            guard let header = try? bytes.withUnsafeBytes({ try SegmentHeader.decode($0) }) else { return nil }
+            return header.encoded().withUnsafeBytes({ try? SegmentHeader.decode($0) }) == header ? nil : "segment header"
+        case .manifest:
+            var visited = 0
+            guard let header = try? bytes.withUnsafeBytes({ raw in try ManifestCoding.decode(raw) { _, _ in visited += 1 } })
+            else { return nil }
+            return UInt64(visited) == header.entryCount ? nil : "manifest visited \(visited) of \(header.entryCount)"
+        case .blobHeader:
+            guard let header = try? bytes.withUnsafeBytes({ try BlobHeader.decode($0) }) else { return nil }
+            let again = header.encoded().withUnsafeBytes { try? BlobHeader.decode($0) }
+            return again == header ? nil : "blob header re-encoding"
+        case .formatFile:
+            guard let version = try? FormatVersion.decode(bytes) else { return nil }
+            return (try? FormatVersion.decode(version.encoded())) == version ? nil : "format file re-encoding"
+        case .configFile:
+            let defaults = ConfigurationFile(sizeLimit: 1, defaultExpirySeconds: nil, entryLimit: 0)
+            guard let file = try? ConfigurationFile.decode(bytes, defaults: defaults) else { return nil }
+            return (try? ConfigurationFile.decode(file.encoded(), defaults: defaults)) == file ? nil : "config re-encoding"
+        case .storedHTTP:
+            guard let stored = StoredHTTP(bytes) else { return nil }
+            return StoredHTTP(stored.encoded()) == stored ? nil : "stored HTTP re-encoding"
+        case .httpText:
+            let text = String(decoding: bytes, as: UTF8.self)
+            if let date = HTTPDate.parse(text), HTTPDate.parse(HTTPDate.format(date)) != date {
+                return "date \(text.debugDescription) does not survive formatting"
+            }
+            _ = CacheControl(text)
+            _ = CacheEngine.varyNames(text)
+            _ = HTTPExchange.weakMatch(text, "\"x\"")
+            return nil
+        }
+    }
+}

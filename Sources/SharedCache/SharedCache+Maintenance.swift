@@ -1,0 +1,55 @@
+package import SharedCacheEngine
+
+extension SharedCache {
+    /// Folds the journal into a new manifest and starts a new journal segment.
+    ///
+    /// Under the directory lock: seal the current segment (holding its append lock only for
+    /// that one record), write the manifest of every entry live at the seal, then delete the
+    /// segments the manifest covers that were sealed longer ago than
+    /// ``Configuration/journalRetention``. The segment just sealed is always kept, so a process
+    /// reading it finds its way to the next one. Appends in other processes continue during the
+    /// manifest write.
+    ///
+    /// The compactor runs this after each pass; a process without one may call it whenever the
+    /// journal has grown.
+    @discardableResult
+    public func checkpoint() throws(SharedCacheError) -> CheckpointSummary {
+        try engine.checkpoint()
+    }
+
+    /// Runs one compaction pass now: evicts expired entries, then least recently used ones
+    /// down to 90 % of the limits, journals every eviction before reclaiming its body (after
+    /// ``Configuration/evictionGracePeriod``), and checkpoints.
+    ///
+    /// - Throws: `.busy` when a compactor (`sharedcached`) already holds the directory.
+    public func compact(_ options: CompactionOptions = CompactionOptions()) throws(SharedCacheError)
+        -> CompactionReport
+    {
+        try engine.compact(options)
+    }
+
+    /// The process ID of the compactor that holds this directory, or `nil` when none runs.
+    public func compactorProcessID() throws(SharedCacheError) -> Int32? {
+        try engine.compactorProcessID()
+    }
+
+    /// Reconciles the journal, the manifest and the bodies: reads every entry's body in full
+    /// and checks it, and looks for orphaned, foreign and leftover files.
+    ///
+    /// - Parameter repair: journal the removal of entries whose body is missing or damaged
+    ///   (then reclaim it), truncate a damaged journal tail, and delete orphans, foreign files
+    ///   and stale temporary files. Files younger than a minute are left alone: a put may be
+    ///   in the middle of publishing them.
+    public func verify(repair: Bool = false) throws(SharedCacheError) -> VerificationReport {
+        try engine.verify(repair: repair)
+    }
+}
+
+extension Compactor {
+    /// The compactor of `cache`'s directory, as `sharedcached` keeps one.
+    ///
+    /// - Throws: `.busy` when another compactor holds the directory.
+    package convenience init(cache: SharedCache) throws(SharedCacheError) {
+        try self.init(engine: cache.engine)
+    }
+}

@@ -1,0 +1,86 @@
+package import Foundation
+package import SharedCacheFormat
+import SharedCachePlatform
+
+/// Where entry bodies live: the one place that decides it.
+///
+/// A write returns a ``BodyLocation``, which the caller journals; from then on the index and
+/// every caller name the body by that location and this store alone knows what it means (in
+/// format version 1, a blob file of its own). Bodies are immutable once written: a location is
+/// never rewritten or reused, so whoever read one reads the same bytes. Implementations are
+/// thread-safe.
+package protocol BodyStore: Sendable {
+    /// Writes a body after its header, returning where it went; the caller journals that.
+    ///
+    /// - Parameter durable: flush the body (and the directory entry naming it) before returning.
+    func write(_ header: BlobHeader, body: UnsafeRawBufferPointer, durable: Bool) throws -> BodyLocation
+
+    /// Reads and checks a whole body: header, key, size and body checksum.
+    ///
+    /// - Parameters:
+    ///   - key: the key the caller asked for; a body stored for any other key is damaged.
+    ///   - expectedSize: the body size the index recorded.
+    func read(_ hash: KeyHash, at location: BodyLocation, key: UnsafeRawBufferPointer, expectedSize: UInt64) throws
+        -> BodyRead
+
+    /// Holds a body so that it stays readable whoever removes its entry meanwhile, and checks
+    /// its header: what the HTTP client holds while a conditional request is in flight. `nil`
+    /// when the body is gone or its header is wrong.
+    func pin(_ hash: KeyHash, at location: BodyLocation, key: [UInt8], expectedSize: UInt64) throws
+        -> (any PinnedBody, BlobHeader)?
+
+    /// Reads and checks only the header (metadata, listing); `nil` when missing or damaged.
+    func readHeader(_ hash: KeyHash, at location: BodyLocation) throws -> BlobHeader?
+
+    /// Gives back the space of a body no entry refers to any more. The caller journaled its
+    /// removal first; a body already gone is fine.
+    func reclaim(_ hash: KeyHash, at location: BodyLocation) throws
+
+    /// Calls `visit` with every stored body whose header checks out: the recovery of a lost
+    /// manifest, since bodies are the source of truth.
+    func forEachBody(_ visit: (KeyHash, BodyLocation, BlobHeader) throws -> Void) throws
+
+    /// Finds what the store holds that is not a live body: bodies no entry refers to (once
+    /// older than `orphanCutoff`, milliseconds since the epoch, so a put between writing and
+    /// journaling is left alone) and files that are not the store's at all.
+    ///
+    /// - Parameter repair: remove what is found (foreign folders are reported, never removed).
+    func audit(isLive: (KeyHash, BodyLocation) -> Bool, orphanCutoff: Int64, repair: Bool) throws -> [BodyProblem]
+
+    /// Where a body is, for a person: a path relative to the cache directory.
+    func describe(_ hash: KeyHash, at location: BodyLocation) -> String
+}
+
+/// What reading a body found.
+package enum BodyRead {
+    case found(BlobHeader, Data)
+    /// Not there (its entry was removed a moment ago by another process): a plain miss.
+    case missing
+    /// There, but failing its checks; the caller journals its removal.
+    case damaged(String)
+}
+
+/// A body held readable, whoever removes its entry. Immutable; any thread may read it.
+package protocol PinnedBody: AnyObject, Sendable {
+    /// Reads and checks the whole body, as ``BodyStore/read(_:at:key:expectedSize:)`` does.
+    func read() throws -> BodyRead
+}
+
+/// Something in the store that is not a live body.
+package struct BodyProblem: Sendable {
+    package enum Kind: Sendable, Hashable {
+        /// A body no entry refers to (left by a killed writer).
+        case orphan
+        /// A file or folder that is not the store's (a symbolic link included).
+        case foreign
+    }
+
+    package var kind: Kind
+    /// The body, for an orphan.
+    package var orphan: (hash: KeyHash, location: BodyLocation)?
+    /// Relative to the cache directory.
+    package var path: String
+    package var detail: String
+    /// Whether the audit removed it.
+    package var removed: Bool
+}

@@ -1,0 +1,147 @@
+import SharedCacheFormat
+import SharedCachePlatform
+
+/// What ``SharedCache/verify(repair:)`` found.
+public struct VerificationReport: Sendable {
+    /// One thing wrong with the directory.
+    public struct Problem: Sendable, Hashable, CustomStringConvertible {
+        public enum Kind: String, Sendable, Hashable {
+            /// The journal has a damaged record that stops readers until a writer truncates it.
+            case damagedJournal
+            /// An entry's blob is missing.
+            case missingBlob
+            /// An entry's blob fails a check (header, key, size or body checksum).
+            case damagedBlob
+            /// A blob file no entry refers to.
+            case orphanBlob
+            /// A file in `blobs/` that is not a blob (including symbolic links).
+            case foreignFile
+            /// A leftover in `tmp/` from a writer that died.
+            case staleTemporaryFile
+            /// The manifest was missing or corrupt and was rebuilt when the cache was opened.
+            case rebuiltManifest
+        }
+
+        public var kind: Kind
+        /// Relative to the cache directory.
+        public var path: String
+        public var detail: String
+        /// Whether `verify(repair: true)` fixed it.
+        public var repaired: Bool
+
+        public var description: String {
+            "\(kind.rawValue) \(path): \(detail)\(repaired ? " (repaired)" : "")"
+        }
+    }
+
+    public var problems: [Problem]
+    /// Entries whose blob was read and checked in full.
+    public var entriesChecked: Int
+    public var bytesChecked: UInt64
+
+    /// Whether nothing is left wrong.
+    public var isClean: Bool { problems.allSatisfy(\.repaired) }
+}
+
+extension CacheEngine {
+    /// A leftover younger than this may belong to a put still in progress, so it is not a problem.
+    package static let verificationInFlightAge: Int64 = 60 * 1000
+
+    /// Reconciles the journal, the manifest and the blobs: reads every entry's blob in full and
+    /// checks it, and looks for orphaned, foreign and leftover files.
+    ///
+    /// - Parameter repair: journal the removal of entries whose blob is missing or damaged
+    ///   (then unlink it), truncate a damaged journal tail, and delete orphans, foreign files
+    ///   and stale temporary files. Files younger than a minute are left alone: a put may be
+    ///   in the middle of publishing them.
+    package func verify(repair: Bool = false) throws(SharedCacheError) -> VerificationReport {
+        try directory.perform("verifying \(path)") {
+            var report = VerificationReport(problems: [], entriesChecked: 0, bytesChecked: 0)
+            if state.withLock({ $0.statistics.rebuiltOnOpen }) {
+                report.problems.append(
+                    .init(
+                        kind: .rebuiltManifest, path: CacheDirectory.manifestFile,
+                        detail: "was missing or corrupt; rebuilt from the blobs when opened", repaired: true))
+            }
+            let (entries, corruptionStops) = try withState { state in
+                try state.live.refresh()
+                return (state.live.index, state.live.corruptionStops)
+            }
+            if corruptionStops > 0 {
+                if repair { try commit { _ in ([], ()) } }  // appending truncates a damaged tail
+                report.problems.append(
+                    .init(
+                        kind: .damagedJournal, path: CacheDirectory.journalDirectory,
+                        detail: "a damaged record hides the records after it", repaired: repair))
+            }
+            for (hash, entry) in entries {
+                try verifyEntry(hash, entry, repair: repair, into: &report)
+            }
+            try verifyFiles(against: entries, repair: repair, into: &report)
+            return report
+        }
+    }
+
+    private func verifyEntry(_ hash: KeyHash, _ entry: IndexEntry, repair: Bool, into report: inout VerificationReport)
+        throws
+    {
+        let path = bodies.describe(hash, at: entry.location)
+        let problem: VerificationReport.Problem.Kind
+        let detail: String
+        if let header = try bodies.readHeader(hash, at: entry.location) {
+            let result = try header.key.withUnsafeBytes { key in
+                try bodies.read(hash, at: entry.location, key: key, expectedSize: entry.bodySize)
+            }
+            switch result {
+            case .found:
+                report.entriesChecked += 1
+                report.bytesChecked += entry.bodySize
+                return
+            case .missing:
+                (problem, detail) = (.missingBlob, "vanished while being verified")
+            case .damaged(let reason):
+                (problem, detail) = (.damagedBlob, reason)
+            }
+        } else if try directory.status(of: path) == nil {
+            (problem, detail) = (.missingBlob, "the journal records an entry whose blob does not exist")
+        } else {
+            (problem, detail) = (.damagedBlob, "its header is unreadable or fails its checksum")
+        }
+        if repair {
+            try commit { index -> ([JournalRecord], Void) in
+                guard index[hash]?.location == entry.location else { return ([], ()) }
+                let record = RemovedRecord(hash: hash, location: entry.location, reason: .corrupt, remover: .current)
+                return ([.removed(record)], ())
+            }
+            try bodies.reclaim(hash, at: entry.location)
+        }
+        report.problems.append(.init(kind: problem, path: path, detail: detail, repaired: repair))
+    }
+
+    private func verifyFiles(
+        against entries: Index, repair: Bool, into report: inout VerificationReport
+    ) throws {
+        let inFlightCutoff = now() - Self.verificationInFlightAge
+        let problems = try bodies.audit(
+            isLive: { hash, location in entries[hash]?.location == location }, orphanCutoff: inFlightCutoff,
+            repair: repair)
+        for problem in problems {
+            report.problems.append(
+                .init(
+                    kind: problem.kind == .orphan ? .orphanBlob : .foreignFile, path: problem.path,
+                    detail: problem.detail, repaired: problem.removed))
+        }
+        for name in try directory.contents(of: CacheDirectory.temporaryDirectory).sorted() {
+            let path = "\(CacheDirectory.temporaryDirectory)/\(name)"
+            guard let status = try directory.status(of: path),
+                status.modifiedMilliseconds < now() - Self.temporaryFileGracePeriod
+            else { continue }
+            let removable = !status.isDirectory
+            if repair && removable { try directory.removeFile(path) }
+            report.problems.append(
+                .init(
+                    kind: .staleTemporaryFile, path: path, detail: "left by a writer that died",
+                    repaired: repair && removable))
+        }
+    }
+}

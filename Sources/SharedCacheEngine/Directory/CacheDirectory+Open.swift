@@ -1,0 +1,237 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+package import SharedCacheFormat
+package import SharedCachePlatform
+
+extension CacheDirectory {
+    /// The names a directory may hold before its `format` file exists: an initialisation that
+    /// died half-way, which the next opener finishes.
+    private static let layoutNames: Set<String> = [
+        FormatVersion.fileName, ConfigurationFile.fileName, lockFile, manifestFile, daemonFile, statsFile,
+        journalDirectory, blobsDirectory, temporaryDirectory, fetchingDirectory,
+    ]
+
+    /// Opens the cache directory at `path`, creating and initialising it when needed.
+    ///
+    /// - Parameter sharing: who may use a directory this call creates; an existing one's mode decides.
+    /// - Returns: the directory, its lock, and the limits recorded in its `config`.
+    /// - Throws: ``SharedCacheError`` with `.notADirectory`, `.notACacheDirectory`,
+    ///   `.unsupportedFormat`, `.permissionDenied`, `.unsafePath` or `.corruptData`, each saying
+    ///   what to do.
+    static func open(
+        path: String, creating shared: ConfigurationFile, sharing requested: Sharing, timeout: Duration, durable: Bool
+    ) throws(SharedCacheError) -> (CacheDirectory, DirectoryLock, ConfigurationFile) {
+        let root = try openRoot(path, mode: requested.modes.directory)
+        let (sharing, isInitialized) = try perform(path: path, "opening the cache at \(path)") {
+            try admit(root: root, path: path, requested: requested)
+        }
+        let directory = CacheDirectory(
+            path: path, descriptor: root, modes: sharing.modes, temporaryFolder: temporaryDirectory)
+        return try directory.perform("opening the cache at \(path)") {
+            try directory.descriptor.checkWriteAndSearchAccess()
+            let lock = try DirectoryLock(in: directory)
+            if !isInitialized {
+                try lock.withExclusiveLock(timeout: timeout) {
+                    try directory.initialize(with: shared, durable: durable)
+                }
+            }
+            try directory.checkFormat()
+            try directory.refuseLinkedFolders()
+            return (directory, lock, try directory.readConfiguration(defaults: shared))
+        }
+    }
+
+    /// Decides whether this process may use the directory, and who shares it.
+    ///
+    /// Refuses a root every user may write to (anyone could plant files), another user's
+    /// private root (files this process made in it would be ours and could break it), and a
+    /// directory that holds something other than a cache — before creating or changing
+    /// anything. A new cache asked to be group-shared gets mode 02770 here. A root is
+    /// group-shared when its group may read, write and search it and it is set-group-ID.
+    private static func admit(root: borrowing FileDescriptor, path: String, requested: Sharing) throws
+        -> (Sharing, isInitialized: Bool)
+    {
+        var status = try root.status()
+        if status.permissions & 0o002 != 0 {
+            throw SharedCacheError(
+                .unsafePath,
+                "\(path) is writable by every user (mode \(String(status.permissions, radix: 8))), so anyone could "
+                    + "plant files in the cache; run chmod o-w on it, or use a directory of your own",
+                path: path)
+        }
+        let isInitialized = try root.status(of: FormatVersion.fileName) != nil
+        if !isInitialized {
+            try refuseIfForeign(root: root, path: path)
+            if requested == .group {
+                try root.setModeIfOwned(Sharing.group.modes.directory)
+                status = try root.status()
+            }
+        }
+        let sharing = Sharing(rootStatus: status)
+        if requested == .group && sharing == .owner {
+            throw SharedCacheError(
+                .permissionDenied,
+                "\(path) is private to its owner (mode \(String(status.permissions, radix: 8))), but this process asked "
+                    + "for Sharing.group; share it with chgrp -R GROUP, chmod -R g+rwX and chmod g+s on its "
+                    + "directories (sharedcache(5), Sharing), or open it without Sharing.group",
+                path: path)
+        }
+        if let refusal = refusal(of: status, path: path) { throw refusal }
+        return (sharing, isInitialized)
+    }
+
+    /// Why this process may not use a root with `status`: another user's private directory,
+    /// or a group-shared one whose group it is not in; `nil` when it may.
+    private static func refusal(of status: FileStatus, path: String) -> SharedCacheError? {
+        let user = System.effectiveUserID()
+        guard status.owner != user else { return nil }
+        switch Sharing(rootStatus: status) {
+        case .owner:
+            return SharedCacheError(
+                .permissionDenied,
+                "\(path) belongs to user \(status.owner), not to this process's user \(user), and is private "
+                    + "to its owner; open it as that user, ask them to share it with a group (sharedcache(5), "
+                    + "Sharing), or use a directory of your own",
+                path: path)
+        case .group:
+            guard !System.isMember(ofGroup: status.group) else { return nil }
+            return SharedCacheError(
+                .permissionDenied,
+                "\(path) is shared with group \(status.group), and this process's user \(user) is not in it; "
+                    + "add the user to that group, or use a directory of your own",
+                path: path)
+        }
+    }
+
+    /// Creates `path` and its missing parents, then opens it as a directory.
+    private static func openRoot(_ path: String, mode: mode_t) throws(SharedCacheError) -> FileDescriptor {
+        func fail(_ error: SystemError) -> SharedCacheError {
+            // A root this process may not search: say whose it is, if that is why.
+            if error.errno == EACCES, let status = try? System.status(atPath: path, followingSymlinks: true),
+                status.isDirectory, let refusal = refusal(of: status, path: path)
+            {
+                return refusal
+            }
+            if error.errno == ENOTDIR {
+                return SharedCacheError(
+                    .notADirectory, "\(path) is not a directory; point the cache at a directory (or a path to create)",
+                    path: path, systemCall: error.call, errno: error.errno)
+            }
+            return SharedCacheError(error, root: path, while: "opening the cache directory")
+        }
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/") {
+            prefix += component
+            do {
+                try System.makeDirectory(atPath: prefix, mode: mode)
+            } catch {
+                // EEXIST is the usual case. EACCES on a parent is fine too: a parent we may not
+                // write may still exist and be searchable, and opening the path tells.
+                guard error.errno == EEXIST || (error.errno == EACCES && prefix != path) else { throw fail(error) }
+            }
+            prefix += "/"
+        }
+        do {
+            return try FileDescriptor(path: path, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+        } catch {
+            // Linux says ENOTDIR for a link opened with O_DIRECTORY | O_NOFOLLOW, Darwin ELOOP.
+            if error.errno == ELOOP || error.errno == ENOTDIR,
+                (try? System.status(atPath: path))?.isSymbolicLink == true
+            {
+                throw SharedCacheError(
+                    .unsafePath,
+                    "\(path) is a symbolic link; point the cache at the directory itself, so nobody can "
+                        + "redirect it by replacing the link",
+                    path: path, systemCall: error.call, errno: error.errno)
+            }
+            throw fail(error)
+        }
+    }
+
+    /// Reads the shared limits in `config`; a name the file leaves out keeps its value in `defaults`.
+    package func readConfiguration(defaults: ConfigurationFile) throws -> ConfigurationFile {
+        let bytes = try readFile(ConfigurationFile.fileName) ?? []
+        do {
+            return try ConfigurationFile.decode(bytes, defaults: defaults)
+        } catch {
+            throw SharedCacheError(
+                .corruptData, "\(path)/config has an invalid \(error); fix it or rewrite it with `sharedcache config`",
+                path: "\(path)/config")
+        }
+    }
+
+    /// Refuses a cache whose folders are symbolic links: the root's own, or `blobs/`'s fan-out
+    /// folders. Every file is opened with `O_NOFOLLOW`, but that guards only a path's last
+    /// component; a linked folder would send reads, writes and unlinks somewhere else.
+    private func refuseLinkedFolders() throws {
+        var links = try descriptor.symbolicLinks(in: ".").filter(Self.layoutNames.contains)
+        if links.isEmpty, isDirectory(Self.blobsDirectory) {
+            links = try descriptor.symbolicLinks(in: Self.blobsDirectory)
+                .map { "\(Self.blobsDirectory)/\($0)" }
+        }
+        guard let link = links.sorted().first else { return }
+        throw SharedCacheError(
+            .unsafePath,
+            "\(path)/\(link) is a symbolic link, and SharedCache never follows links inside its directory; "
+                + "replace the link with the folder it points to, then open the cache again",
+            path: "\(path)/\(link)")
+    }
+
+    /// Refuses a directory written by a newer major version, or one that is not a cache.
+    private func checkFormat() throws {
+        guard let bytes = try readFile(FormatVersion.fileName) else {
+            throw SharedCacheError(.corruptData, "\(path)/format vanished while opening; try again", path: path)
+        }
+        do {
+            _ = try FormatVersion.decode(bytes)
+        } catch .unsupportedVersion(let major) {
+            throw SharedCacheError(
+                .unsupportedFormat,
+                "\(path) holds a version \(major) cache, newer than this SharedCache (version "
+                    + "\(FormatVersion.current.major)); upgrade SharedCache or use another directory",
+                path: "\(path)/format")
+        } catch .badMagic {
+            throw SharedCacheError(
+                .notACacheDirectory,
+                "\(path)/format is not a SharedCache format file; this directory belongs to something else, "
+                    + "so choose another one",
+                path: "\(path)/format")
+        } catch {
+            throw SharedCacheError.corrupt("\(path)/format", path: "\(path)/format", error)
+        }
+    }
+
+    /// Throws `.notACacheDirectory` when a directory without a `format` file holds anything
+    /// other than a half-finished cache layout.
+    private static func refuseIfForeign(root: borrowing FileDescriptor, path: String) throws {
+        let foreign = try root.entries(of: ".").filter { !layoutNames.contains($0) }
+        guard foreign.isEmpty else {
+            let examples = foreign.sorted().prefix(3).joined(separator: ", ")
+            throw SharedCacheError(
+                .notACacheDirectory,
+                "\(path) is not empty and is not a SharedCache directory (it holds \(examples) and no format "
+                    + "file); choose an empty or new directory",
+                path: path)
+        }
+    }
+
+    /// Lays out a new cache. Runs under the directory lock; the `format` file comes last, so
+    /// a directory with one is complete, and a directory without one is finished by the next opener.
+    private func initialize(with configuration: ConfigurationFile, durable: Bool) throws {
+        if try status(of: FormatVersion.fileName) != nil { return }
+        try Self.refuseIfForeign(root: descriptor, path: path)
+        for name in [Self.journalDirectory, Self.temporaryDirectory] { try makeDirectory(name) }
+        try BlobFileStore.makeFolders(in: self)
+        try replaceFile(ConfigurationFile.fileName, with: configuration.encoded(), durable: durable)
+        if try status(of: JournalSegment.name(1)) == nil {
+            try JournalSegment.create(1, firstSequence: 1, in: self, durable: durable)
+        }
+        try ManifestFile.write(Index(), generation: 1, lastSequence: 0, in: self, durable: durable)
+        try replaceFile(FormatVersion.fileName, with: FormatVersion.current.encoded(), durable: true)
+    }
+}

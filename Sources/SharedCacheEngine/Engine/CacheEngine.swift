@@ -1,0 +1,399 @@
+package import Foundation
+package import SharedCacheFormat
+package import SharedCachePlatform
+
+/// One open cache directory: its index kept current by the journal, the bodies, the locks, and
+/// every operation on entries. The public ``SharedCache`` is a thin face on this; the HTTP
+/// layer, the compactor and the tools use it directly.
+///
+/// Thread-safe. State lives behind one process-wide mutex (``withState(_:)``), which is held
+/// only for index work, never while waiting for another process: appenders wait for the
+/// journal's append lock between two holds of it (see ``commit(_:)``).
+package final class CacheEngine: Sendable {
+    /// The directory path the cache was opened with.
+    package let path: String
+    /// The configuration in effect: shared limits from the directory, the rest as given.
+    package var configuration: Configuration { settings.withLock { $0 } }
+    private let settings: Locked<Configuration>
+
+    package let directory: CacheDirectory
+    package let directoryLock: DirectoryLock
+    /// Where bodies live; every caller reads, writes and reclaims them through it.
+    package let bodies: any BodyStore
+    let state: Locked<State>
+    /// This process's appenders take turns here while they wait for, and hold, the journal's
+    /// append lock: threads share the segment's descriptor, so flock alone would not keep
+    /// them apart, and holding ``state`` instead would stall readers behind another process.
+    private let appenders = Locked(())
+    /// Activity counters shared by every process of the directory; `nil` if `stats` is unusable.
+    package let counters: SharedCounters?
+    /// Things about the directory a person should know, found when it was opened: a network
+    /// filesystem, for one.
+    package let warnings: [String]
+
+    struct State {
+        var live: LiveIndex
+        var statistics: Statistics
+        var subscribers: [UInt64: RemovalSubscriber] = [:]
+        var nextSubscriberID: UInt64 = 0
+        /// Wakes a refresh when the journal changes; runs while anyone subscribes.
+        var watcher: JournalWatcher?
+        /// The journal position change subscribers last heard of.
+        var notifiedSequence: UInt64 = 0
+        var memory: MemoryTier
+
+        /// Drops the memory copies of entries the index saw replaced or removed.
+        mutating func forgetChangedEntries() {
+            if live.tracksChanges { memory.drop(live.takeChangedHashes()) }
+            live.tracksChanges = !memory.isEmpty
+        }
+
+        /// Hands the removals the index applied to every subscriber, in journal order, and
+        /// tells change subscribers when the journal moved.
+        mutating func deliverRemovals() {
+            guard !subscribers.isEmpty else { return }
+            let batch = live.takePendingRemovals()
+            if !batch.isEmpty {
+                for subscriber in subscribers.values { subscriber.deliver(batch) }
+            }
+            if live.cursor.lastSequence != notifiedSequence {
+                notifiedSequence = live.cursor.lastSequence
+                for subscriber in subscribers.values { subscriber.journalMoved() }
+            }
+        }
+    }
+
+    /// Runs `body` under the process mutex, then delivers the removals the index applied.
+    /// Every use of the index goes through here, so no removal is applied unreported.
+    func withState<Result>(_ body: (inout State) throws -> Result) throws -> Result {
+        try state.withLock { state in
+            defer {
+                state.forgetChangedEntries()
+                state.deliverRemovals()
+            }
+            return try body(&state)
+        }
+    }
+
+    /// Opens the cache directory at `path`, creating it (and missing parents) if needed.
+    package init(directory path: String, configuration: Configuration) throws(SharedCacheError) {
+        let durable = configuration.durability == .synchronized
+        let (directory, lock, shared) = try CacheDirectory.open(
+            path: path, creating: ConfigurationFile(configuration), sharing: configuration.sharing,
+            timeout: configuration.lockTimeout, durable: durable)
+        let bodies = BlobFileStore(directory: directory)
+        let (live, rebuilt) = try directory.perform("loading the index of \(path)") {
+            try LiveIndex.load(directory, bodies: bodies, lock: lock, timeout: configuration.lockTimeout, durable: durable)
+        }
+        self.path = path
+        var adopted = configuration.adopting(shared)
+        adopted.sharing = directory.sharing
+        var warnings: [String] = []
+        if case .network(let name) = (try? directory.descriptor.filesystemKind()) ?? .local,
+            case .fileEvents(let interval) = configuration.journalWatching
+        {
+            // File events do not report other machines' appends: watch by polling instead.
+            adopted.journalWatching = .polling(every: interval)
+            warnings.append(
+                "\(path) is on a network filesystem (\(name)): removals by other machines are noticed by "
+                    + "polling the journal every \(interval), and flock(2) must work across clients for the "
+                    + "cache to be safe; prefer a local directory")
+        }
+        self.warnings = warnings
+        self.settings = Locked(adopted)
+        self.directory = directory
+        self.directoryLock = lock
+        self.bodies = bodies
+        let counters = SharedCounters.open(in: directory)
+        self.counters = counters
+        live.counters = counters
+        var statistics = Statistics(
+            entryCount: 0, totalBytes: 0, sizeLimit: shared.sizeLimit, journalGeneration: 0, journalSequence: 0)
+        statistics.rebuiltOnOpen = rebuilt
+        self.state = Locked(
+            State(live: live, statistics: statistics, memory: MemoryTier(costLimit: configuration.memoryCostLimit)))
+    }
+
+    package var isDurable: Bool { configuration.durability == .synchronized }
+
+    /// Milliseconds since the epoch, by the configured clock.
+    package func now() -> Int64 { configuration.clock.now() }
+
+    // MARK: - Reading
+
+    /// The body and metadata stored under `key`, or `nil` for a miss.
+    ///
+    /// Every byte returned was checked against its checksums and belongs to exactly one put of
+    /// this key. An expired entry, or one whose body another process removed a moment ago, is
+    /// a miss. A body that fails its checks is discarded (journaled as `corrupt`): a miss.
+    package func get(key: String) throws(SharedCacheError) -> CacheHit? {
+        let hash = KeyHash(key: key)
+        var key = key
+        // A second look after a vanished body: the process that removed or replaced it journaled
+        // that first, so a refreshed index points at the replacement or at nothing.
+        for attempt in 0..<2 {
+            let now = now()
+            guard let (entry, held) = try currentEntry(hash, fromMemory: true), !entry.isExpired(at: now) else { break }
+            if let held {
+                count { $0.hits += 1 }
+                counters?.add(.hits)
+                recordAccessIfDue(hash, entry: entry, now: now)
+                return held
+            }
+            let result = try directory.perform("reading an entry") {
+                try key.withUTF8 { keyBytes in
+                    try bodies.read(
+                        hash, at: entry.location, key: UnsafeRawBufferPointer(keyBytes), expectedSize: entry.bodySize)
+                }
+            }
+            switch result {
+            case .found(let header, let data):
+                count { $0.hits += 1 }
+                counters?.add(.hits)
+                recordAccessIfDue(hash, entry: entry, now: now)
+                let hit = CacheHit(data: data, entry: CacheEntry(header))
+                remember(hit, for: hash, at: entry.location)
+                return hit
+            case .missing where attempt == 0:
+                continue
+            case .missing, .damaged:
+                // The index names a body that is gone or bad: journal that so no process trusts it.
+                try discard(hash, key: Array(key.utf8), at: entry.location)
+            }
+            break
+        }
+        count { $0.misses += 1 }
+        counters?.add(.misses)
+        return nil
+    }
+
+    /// Journals a hit when the entry's last journaled access is older than the recency
+    /// interval, so eviction knows what every process reads without a write per hit.
+    package func recordAccessIfDue(_ hash: KeyHash, entry: IndexEntry, now: Int64) {
+        let interval = configuration.recencyInterval.milliseconds
+        guard now - entry.lastAccess >= interval else { return }
+        // Best effort: a failure here must not turn a hit into an error.
+        _ = try? commit { index -> ([JournalRecord], Void) in
+            guard let current = index[hash], current.location == entry.location, now - current.lastAccess >= interval
+            else { return ([], ()) }
+            return ([.accessed(AccessedRecord(hash: hash, location: entry.location, accessedAt: now))], ())
+        }
+    }
+
+    /// Re-reads the directory's shared limits (`config`), as `sharedcached` does on SIGHUP.
+    package func reloadConfiguration() throws(SharedCacheError) {
+        let shared = try directory.perform("reading \(path)/config") {
+            try directory.readConfiguration(defaults: ConfigurationFile(configuration))
+        }
+        settings.withLock { $0 = $0.adopting(shared) }
+    }
+
+    /// Metadata of the entry stored under `key` (its body's header), without reading the body.
+    package func entry(forKey key: String) throws(SharedCacheError) -> CacheEntry? {
+        let hash = KeyHash(key: key)
+        guard let entry = try currentEntry(hash), !entry.isExpired(at: now()) else { return nil }
+        let header = try directory.perform("reading an entry's header") {
+            try bodies.readHeader(hash, at: entry.location)
+        }
+        var key = key
+        guard let header, key.withUTF8({ header.key.hasSameBytes(as: UnsafeRawBufferPointer($0)) }) else { return nil }
+        return CacheEntry(header)
+    }
+
+    /// Whether an unexpired entry is indexed under `key`.
+    package func contains(key: String) throws(SharedCacheError) -> Bool {
+        guard let entry = try currentEntry(KeyHash(key: key)) else { return false }
+        return !entry.isExpired(at: now())
+    }
+
+    /// The index's current entry for `hash`, after picking up other processes' appends.
+    package func currentEntry(_ hash: KeyHash) throws(SharedCacheError) -> IndexEntry? {
+        try currentEntry(hash, fromMemory: false)?.entry
+    }
+
+    /// The index's current entry for `hash`, with the memory tier's copy of that version if
+    /// `fromMemory` and it holds one.
+    package func currentEntry(_ hash: KeyHash, fromMemory: Bool) throws(SharedCacheError)
+        -> (entry: IndexEntry, held: CacheHit?)?
+    {
+        try directory.perform("reading the journal") {
+            try withState { state in
+                try state.live.refresh()
+                guard let entry = state.live.index[hash] else { return nil }
+                let held = fromMemory && !state.memory.isEmpty ? state.memory.hit(hash, at: entry.location) : nil
+                return (entry: entry, held: held)
+            }
+        }
+    }
+
+    /// Keeps a copy of a body read or stored in the memory tier.
+    package func remember(_ hit: CacheHit, for hash: KeyHash, at location: BodyLocation) {
+        guard configuration.memoryCostLimit > 0 else { return }
+        _ = try? withState { state in
+            state.memory.insert(hit, for: hash, at: location)
+        }
+    }
+
+    // MARK: - Writing
+
+    /// Stores a new version of `key` with the given times; returns it and its location.
+    ///
+    /// The body is written first and journaled only once complete, so no process ever reads a
+    /// partial body. The replaced entry is journaled as `superseded` and its body reclaimed;
+    /// readers that already opened it keep reading the old body.
+    ///
+    /// - Throws: `.invalidArgument` for a key over 64 KiB or a validator over 65,535 bytes;
+    ///   `.noSpace` on a full disk (nothing is stored, nothing else is lost).
+    @discardableResult
+    package func store(key: String, data: Data, metadata: EntryMetadata, storedAt: Int64, expiresAt: Int64)
+        throws(SharedCacheError) -> (entry: CacheEntry, location: BodyLocation)
+    {
+        let keyBytes = Array(key.utf8)
+        let etag = Array((metadata.etag ?? "").utf8)
+        let lastModified = Array((metadata.lastModified ?? "").utf8)
+        guard keyBytes.count <= BlobHeader.maximumKeySize else {
+            throw SharedCacheError(
+                .invalidArgument, "a key of \(keyBytes.count) bytes is longer than the 64 KiB limit; hash long keys")
+        }
+        guard etag.count <= BlobHeader.maximumFieldSize, lastModified.count <= BlobHeader.maximumFieldSize else {
+            throw SharedCacheError(.invalidArgument, "an ETag or Last-Modified value is longer than 65,535 bytes")
+        }
+        let hash = keyBytes.withUnsafeBytes { KeyHash(hashing: $0) }
+        var header = BlobHeader(
+            bodySize: UInt64(data.count), bodyChecksum: 0, storedAt: storedAt, expiresAt: expiresAt,
+            keyHash: hash, key: keyBytes, etag: etag, lastModified: lastModified, attributes: metadata.attributes)
+
+        let location = try directory.perform("storing an entry") {
+            let location = try data.withUnsafeBytes { body in
+                header.bodyChecksum = CRC32C.checksum(body)
+                return try bodies.write(header, body: body, durable: isDurable)
+            }
+            try commitStored(header, at: location)
+            return location
+        }
+        count { $0.stores += 1 }
+        let entry = CacheEntry(header)
+        remember(CacheHit(data: data, entry: entry), for: hash, at: location)
+        return (entry, location)
+    }
+
+    /// Journals a body just written as the entry for its key, superseding any earlier version
+    /// (whose body is then reclaimed). If the journal refuses it, the body is reclaimed: no
+    /// process can know it.
+    package func commitStored(_ header: BlobHeader, at location: BodyLocation) throws {
+        let hash = header.keyHash
+        let stored = StoredRecord(
+            hash: hash, location: location, bodySize: header.bodySize, storedAt: header.storedAt,
+            expiresAt: header.expiresAt, key: header.key, etag: header.etag)
+        let replaced: BodyLocation?
+        do {
+            replaced = try commit { index in
+                var records: [JournalRecord] = [.stored(stored)]
+                let previous = index[hash]?.location
+                if let previous {
+                    records.append(
+                        .removed(
+                            RemovedRecord(
+                                hash: hash, location: previous, reason: .superseded, remover: .current, key: header.key)))
+                }
+                return (records, previous)
+            }
+        } catch {
+            try? bodies.reclaim(hash, at: location)
+            throw error
+        }
+        if let replaced { try? bodies.reclaim(hash, at: replaced) }
+    }
+
+    /// Removes every entry. Puts that other processes complete after the clear are kept.
+    package func clear() throws(SharedCacheError) {
+        let removed = try directory.perform("clearing the cache") {
+            try commit { index in ([.cleared(.current)], index) }
+        }
+        for (hash, entry) in removed { try? bodies.reclaim(hash, at: entry.location) }
+        count { $0.removals += removed.count }
+    }
+
+    /// Journals the removal of `hash` (of the version at `location`, or whatever version is
+    /// current), then reclaims its body. Returns whether there was such an entry.
+    @discardableResult
+    package func remove(_ hash: KeyHash, key: [UInt8]?, reason: RemovalReason, at location: BodyLocation?)
+        throws(SharedCacheError) -> Bool
+    {
+        let removed = try directory.perform("removing an entry") {
+            try commit { index -> ([JournalRecord], BodyLocation?) in
+                guard let current = index[hash]?.location, location == nil || location == current else {
+                    return ([], nil)
+                }
+                let record = RemovedRecord(hash: hash, location: current, reason: reason, remover: .current, key: key)
+                return ([.removed(record)], current)
+            }
+        }
+        guard let removed else { return false }
+        try? bodies.reclaim(hash, at: removed)
+        count { $0.removals += 1 }
+        return true
+    }
+
+    /// Removes a version whose body is missing or failed its checks.
+    package func discard(_ hash: KeyHash, key: [UInt8], at location: BodyLocation) throws(SharedCacheError) {
+        if try remove(hash, key: key, reason: .corrupt, at: location) { count { $0.damagedBlobs += 1 } }
+    }
+
+    /// Appends the records `decide` returns to the journal, deciding from the index as it is
+    /// under the journal's append lock, and applies them.
+    ///
+    /// The lock is waited for outside the process mutex (readers go on meanwhile), and with
+    /// ``Durability/synchronized`` the append is flushed after the mutex is let go.
+    package func commit<Decision>(_ decide: (Index) throws -> ([JournalRecord], Decision)) throws -> Decision {
+        try withAppendLock { live in try live.append(decide) }
+    }
+
+    /// Runs `body` on the index under the journal's append lock (see
+    /// ``LiveIndex/withAppendLock(timeout:durable:access:_:)``); a durable append is flushed
+    /// once the process mutex is let go.
+    package func withAppendLock<Decision>(_ body: (LiveIndex) throws -> (decision: Decision, appended: Bool))
+        throws -> Decision
+    {
+        let configuration = configuration
+        let durable = configuration.durability == .synchronized
+        return try appenders.withLock { _ in
+            var flush: JournalSegment?
+            let decision = try LiveIndex.withAppendLock(
+                timeout: configuration.lockTimeout, durable: durable,
+                access: { step in try withState { state in try step(state.live) } }
+            ) { live in
+                let (decision, appended) = try body(live)
+                if appended && durable { flush = live.cursor.segment }
+                return decision
+            }
+            try flush?.file.synchronizeData()
+            return decision
+        }
+    }
+
+    // MARK: - Statistics
+
+    /// The directory's size and journal position, and this process's counters.
+    package func statistics() throws(SharedCacheError) -> Statistics {
+        try directory.perform("reading the journal") {
+            try withState { state in
+                let live = state.live
+                try live.refresh()
+                var statistics = state.statistics
+                statistics.entryCount = live.index.count
+                statistics.totalBytes = live.index.totalBytes
+                statistics.journalGeneration = live.cursor.segment.generation
+                statistics.journalSequence = live.cursor.lastSequence
+                statistics.journalRepairs = live.journalRepairs
+                statistics.resynchronizations = live.resynchronizations
+                statistics.directory = counters.map(DirectoryActivity.init)
+                return statistics
+            }
+        }
+    }
+
+    package func count(_ update: (inout Statistics) -> Void) {
+        state.withLock { update(&$0.statistics) }
+    }
+}

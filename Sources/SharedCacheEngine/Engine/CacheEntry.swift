@@ -1,0 +1,89 @@
+public import Foundation
+public import SharedCacheFormat
+import SharedCachePlatform
+
+/// When an entry stops being served.
+public enum Expiry: Sendable, Hashable {
+    /// Kept until removed or evicted for space.
+    case never
+    /// Expires this long after it is stored.
+    case after(Duration)
+    /// Expires at a fixed time.
+    case at(Date)
+
+    package func milliseconds(from now: Int64) -> Int64 {
+        switch self {
+        case .never:
+            return .max
+        case .after(let duration):
+            let (seconds, attoseconds) = duration.components
+            let total = Double(now) + Double(seconds) * 1000 + Double(attoseconds) / 1e15
+            return total >= Double(Int64.max) ? .max : Int64(total)
+        case .at(let date):
+            let milliseconds = (date.timeIntervalSince1970 * 1000).rounded(.down)
+            return milliseconds >= Double(Int64.max) ? .max : Int64(milliseconds)
+        }
+    }
+}
+
+/// What a put records alongside the body.
+public struct EntryMetadata: Sendable, Hashable {
+    /// The HTTP entity tag, verbatim (e.g. `"abc"` or `W/"abc"`). At most 65,535 bytes.
+    public var etag: String?
+    /// The HTTP `Last-Modified` value, verbatim. At most 65,535 bytes.
+    public var lastModified: String?
+    /// When the entry expires; `nil` uses the directory's default expiry.
+    public var expiry: Expiry?
+    /// Opaque bytes for layers built on the store (the HTTP client keeps response headers here).
+    package var attributes: [UInt8]
+
+    public init(etag: String? = nil, lastModified: String? = nil, expiry: Expiry? = nil) {
+        self.etag = etag
+        self.lastModified = lastModified
+        self.expiry = expiry
+        self.attributes = []
+    }
+}
+
+/// Everything known about a stored entry except its body.
+public struct CacheEntry: Sendable, Hashable {
+    public var key: String
+    /// SHA-256 of the key: the entry's identity on disk and in removal notices.
+    public var hash: KeyHash
+    /// Bytes of the body.
+    public var size: UInt64
+    public var etag: String?
+    public var lastModified: String?
+    public var storedAt: Date
+    /// `nil` when the entry never expires.
+    public var expiresAt: Date?
+    package var attributes: [UInt8]
+
+    package init(_ header: BlobHeader) {
+        key = String(decoding: header.key, as: UTF8.self)
+        hash = header.keyHash
+        size = header.bodySize
+        etag = header.etag.isEmpty ? nil : String(decoding: header.etag, as: UTF8.self)
+        lastModified = header.lastModified.isEmpty ? nil : String(decoding: header.lastModified, as: UTF8.self)
+        storedAt = Date(millisecondsSince1970: header.storedAt)
+        expiresAt = header.expiresAt == .max ? nil : Date(millisecondsSince1970: header.expiresAt)
+        attributes = header.attributes
+    }
+}
+
+/// A body read from the cache, with its metadata.
+public struct CacheHit: Sendable {
+    public var data: Data
+    public var entry: CacheEntry
+
+    package init(data: Data, entry: CacheEntry) {
+        self.data = data
+        self.entry = entry
+    }
+}
+
+extension Date {
+    package init(millisecondsSince1970 milliseconds: Int64) {
+        self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
+    }
+}

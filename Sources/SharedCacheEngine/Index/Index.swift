@@ -1,0 +1,173 @@
+package import SharedCacheFormat
+import SharedCachePlatform
+
+/// The live entries of a cache directory: the manifest with the journal replayed over it.
+///
+/// Entries sit densely in one array (72 bytes each); an open-addressing table of 32-bit
+/// positions, at most half full, finds them by hash. A million entries cost about 80 MB, where
+/// a `Dictionary` rounds up to 2^21 buckets of 72 bytes (151 MB). Removal moves the last entry
+/// into the hole, so iteration order is arbitrary, as a dictionary's is.
+///
+/// A value type: a checkpoint snapshots it by copying (copy-on-write) and encodes the copy
+/// while appends carry on.
+package struct Index: Sendable, Sequence {
+    package typealias Element = (hash: KeyHash, entry: IndexEntry)
+
+    private var elements: ContiguousArray<Element> = []
+    /// 0 for an empty slot, else the element's position + 1. Linear probing.
+    private var slots = ContiguousArray<UInt32>(repeating: 0, count: 16)
+    /// Sum of the body sizes of all entries.
+    package private(set) var totalBytes: UInt64 = 0
+
+    /// Mixed into every hash: keys are chosen by callers (URLs), so the slot a key lands in
+    /// must not be predictable, or a few thousand ground keys could turn lookups linear.
+    private static let seed = UInt64.random(in: .min ... .max)
+
+    package init() {}
+
+    package var count: Int { elements.count }
+    package var isEmpty: Bool { elements.isEmpty }
+
+    package func makeIterator() -> ContiguousArray<Element>.Iterator { elements.makeIterator() }
+
+    package subscript(hash: KeyHash) -> IndexEntry? {
+        find(hash).position.map { elements[$0].entry }
+    }
+
+    package mutating func reserveCapacity(_ count: Int) {
+        elements.reserveCapacity(count)
+        if Self.slotCount(for: count) > slots.count { rebuildSlots(count: Self.slotCount(for: count)) }
+    }
+
+    /// Makes `entry` the current version for `hash`, replacing any other.
+    package mutating func insert(_ entry: IndexEntry, for hash: KeyHash) {
+        let (slot, position) = find(hash)
+        if let position {
+            totalBytes = totalBytes - elements[position].entry.bodySize + entry.bodySize
+            elements[position].entry = entry
+            return
+        }
+        guard elements.count < UInt32.max - 1 else { preconditionFailure("an index holds at most 2^32 - 2 entries") }
+        elements.append((hash, entry))
+        slots[slot] = UInt32(elements.count)
+        totalBytes += entry.bodySize
+        if Self.slotCount(for: elements.count) > slots.count { rebuildSlots(count: slots.count * 2) }
+    }
+
+    /// Removes the entry for `hash` if its current version is at `location`.
+    @discardableResult
+    package mutating func remove(_ hash: KeyHash, at location: BodyLocation) -> IndexEntry? {
+        let (slot, found) = find(hash)
+        guard let position = found, elements[position].entry.location == location else { return nil }
+        let removed = elements[position].entry
+        vacate(slot)
+        let last = elements.count - 1
+        if position != last {
+            // The last element moves into the hole: repoint its slot first.
+            slots[find(elements[last].hash).slot] = UInt32(position + 1)
+            elements.swapAt(position, last)
+        }
+        elements.removeLast()
+        totalBytes -= removed.bodySize
+        return removed
+    }
+
+    package mutating func removeAll() {
+        elements.removeAll()
+        slots = ContiguousArray(repeating: 0, count: 16)
+        totalBytes = 0
+    }
+
+    /// Updates the entry for `hash` in place, if there is one.
+    package mutating func modify(_ hash: KeyHash, _ body: (inout IndexEntry) -> Void) {
+        guard let position = find(hash).position else { return }
+        body(&elements[position].entry)
+    }
+
+    /// Folds one journal record into the index.
+    package mutating func apply(_ record: JournalRecord) {
+        switch record {
+        case .stored(let stored):
+            insert(
+                IndexEntry(
+                    location: stored.location, bodySize: stored.bodySize, storedAt: stored.storedAt,
+                    expiresAt: stored.expiresAt, lastAccess: stored.storedAt),
+                for: stored.hash)
+        case .removed(let removed):
+            remove(removed.hash, at: removed.location)
+        case .cleared:
+            removeAll()
+        case .accessed(let accessed):
+            modify(accessed.hash) { entry in
+                guard entry.location == accessed.location else { return }
+                entry.lastAccess = Swift.max(entry.lastAccess, accessed.accessedAt)
+            }
+        case .freshened(let freshened):
+            modify(freshened.hash) { entry in
+                guard entry.location == freshened.location else { return }
+                entry.storedAt = freshened.storedAt
+                entry.expiresAt = freshened.expiresAt
+                entry.lastAccess = Swift.max(entry.lastAccess, freshened.storedAt)
+            }
+        case .sealed, .unknown:
+            break
+        }
+    }
+
+    // MARK: The slot table
+
+    /// Slots for `count` elements: a power of two at least twice the count.
+    private static func slotCount(for count: Int) -> Int {
+        Swift.max(16, (2 * count).nextPowerOfTwo)
+    }
+
+    private var mask: Int { slots.count - 1 }
+
+    private func home(_ hash: KeyHash) -> Int {
+        // Fibonacci hashing: the multiply carries every input bit into the top bits used.
+        let mixed = (hash.tableBits ^ Self.seed) &* 0x9E37_79B9_7F4A_7C15
+        return Int(truncatingIfNeeded: mixed >> UInt64(64 - slots.count.trailingZeroBitCount))
+    }
+
+    /// The slot that holds `hash`, or the empty slot where it would go.
+    private func find(_ hash: KeyHash) -> (slot: Int, position: Int?) {
+        var slot = home(hash)
+        while true {
+            let value = slots[slot]
+            if value == 0 { return (slot, nil) }
+            if elements[Int(value) - 1].hash == hash { return (slot, Int(value) - 1) }
+            slot = (slot + 1) & mask
+        }
+    }
+
+    /// Empties `slot`, shifting later members of its probe run back so no lookup stops early
+    /// (deletion without tombstones).
+    private mutating func vacate(_ slot: Int) {
+        var hole = slot
+        var next = (slot + 1) & mask
+        while slots[next] != 0 {
+            let home = home(elements[Int(slots[next]) - 1].hash)
+            // Move the member back unless its home lies cyclically after the hole.
+            if (next - home) & mask >= (next - hole) & mask {
+                slots[hole] = slots[next]
+                hole = next
+            }
+            next = (next + 1) & mask
+        }
+        slots[hole] = 0
+    }
+
+    private mutating func rebuildSlots(count: Int) {
+        slots = ContiguousArray(repeating: 0, count: count)
+        for position in elements.indices {
+            var slot = home(elements[position].hash)
+            while slots[slot] != 0 { slot = (slot + 1) & mask }
+            slots[slot] = UInt32(position + 1)
+        }
+    }
+}
+
+extension Int {
+    /// The smallest power of two at or above `self` (for `self` ≥ 1).
+    fileprivate var nextPowerOfTwo: Int { self <= 1 ? 1 : 1 << (Int.bitWidth - (self - 1).leadingZeroBitCount) }
+}

@@ -1,0 +1,313 @@
+package import SharedCacheFormat
+import SharedCachePlatform
+
+/// The index of a cache directory kept current by following the journal.
+///
+/// Loading reads the manifest and replays the journal from the position it covers. Every cache
+/// call first ``refresh()``es, which costs one `fstat` when no process appended anything.
+/// Changes go through ``withAppendLock(timeout:durable:access:_:)``: under the newest segment's
+/// append lock, catch up, decide the records from the now-current index, append them in one
+/// write, apply them.
+///
+/// Not thread-safe: ``CacheEngine`` keeps it inside its `Locked` state.
+package final class LiveIndex {
+    let directory: CacheDirectory
+    package private(set) var index: Index
+    package private(set) var cursor: JournalCursor
+    /// Times the position was lost and the index reloaded from the manifest.
+    package private(set) var resynchronizations = 0
+    /// Times a damaged journal record stopped reading until a writer repaired it.
+    package private(set) var corruptionStops = 0
+    /// Torn or corrupt tails truncated while appending, over every cursor this index used.
+    private var earlierRepairs = 0
+    package var journalRepairs: Int { earlierRepairs + cursor.repairs }
+
+    /// The directory's shared activity counters; appends by this process count into them.
+    var counters: SharedCounters?
+
+    /// Whether applied removals are kept in ``pendingRemovals`` for the owner to deliver; on
+    /// only while someone subscribes.
+    var collectsRemovals = false
+    /// Removals applied since the owner last took them, in journal order.
+    private(set) var pendingRemovals: [Removal] = []
+    /// The highest sequence number whose removals were collected: a record is reported once,
+    /// even if a resynchronisation replays it.
+    private var reportedThrough: UInt64 = 0
+
+    /// Whether the hashes of replaced and removed entries are kept for the owner (its memory
+    /// tier drops their bodies); on only while that tier holds something.
+    var tracksChanges = false
+    /// Hashes whose version changed since the owner last took them; `nil` after a clear or a
+    /// resynchronisation, meaning "anything may have changed".
+    private var changedHashes: [KeyHash]? = []
+
+    private init(directory: CacheDirectory, index: Index, cursor: JournalCursor) {
+        self.directory = directory
+        self.index = index
+        self.cursor = cursor
+    }
+
+    /// Loads the index: the manifest, then every journal record after it.
+    ///
+    /// When the manifest is missing or corrupt it is rebuilt from the blobs under the directory
+    /// lock (see ``ManifestFile/scanBlobs(_:)``); the report says so.
+    static func load(
+        _ directory: CacheDirectory, bodies: any BodyStore, lock: DirectoryLock, timeout: Duration, durable: Bool
+    ) throws -> (LiveIndex, rebuilt: Bool) {
+        var rebuilt = false
+        var missingSegments = 0
+        while true {
+            switch try ManifestFile.read(in: directory) {
+            case .valid(let header, let index):
+                guard let segment = try JournalSegment.open(header.generation, in: directory) else {
+                    // Retired by a checkpoint since we read the manifest: read the new one. If the
+                    // manifest keeps naming a segment that is gone, it is stale (a power loss
+                    // restored an old manifest): rebuild.
+                    missingSegments += 1
+                    if missingSegments >= 3 {
+                        try rebuild(directory, bodies: bodies, lock: lock, timeout: timeout, durable: durable, force: true)
+                        rebuilt = true
+                    }
+                    continue
+                }
+                let live = LiveIndex(directory: directory, index: index, cursor: cursor(segment, after: header))
+                if try live.advance(repairing: false) == .mustResynchronize { continue }
+                return (live, rebuilt)
+            case .missing, .corrupt:
+                try rebuild(directory, bodies: bodies, lock: lock, timeout: timeout, durable: durable, force: false)
+                rebuilt = true
+            }
+        }
+    }
+
+    /// A cursor at the start of the manifest's segment, past every record the manifest covers.
+    private static func cursor(_ segment: JournalSegment, after header: ManifestCoding.Header) -> JournalCursor {
+        JournalCursor(segment: segment, lastSequence: max(header.lastSequence, segment.header.firstSequence - 1))
+    }
+
+    /// Writes a new manifest from the stored bodies and the newest journal segment.
+    private static func rebuild(
+        _ directory: CacheDirectory, bodies: any BodyStore, lock: DirectoryLock, timeout: Duration, durable: Bool,
+        force: Bool
+    ) throws {
+        try lock.withExclusiveLock(timeout: timeout) {
+            // Another process may have rebuilt it while we waited for the lock.
+            if !force, case .valid = try ManifestFile.read(in: directory) { return }
+            let index = try ManifestFile.scanBodies(bodies)
+            let newest = try JournalSegment.generations(in: directory).last ?? 0
+            if try JournalSegment.open(newest, in: directory) == nil {
+                try JournalSegment.create(max(newest, 1), firstSequence: 1, in: directory, durable: durable)
+            }
+            // Replay the newest segment over the scan: its records are no older than the
+            // blobs, so applying them is exact; then seal it like any checkpoint.
+            guard let segment = try JournalSegment.open(max(newest, 1), in: directory) else {
+                throw SharedCacheError(.ioFailure, "the journal segment vanished during a rebuild; try again")
+            }
+            let live = LiveIndex(
+                directory: directory, index: index,
+                cursor: JournalCursor(segment: segment, lastSequence: segment.header.firstSequence - 1))
+            let sealed = try LiveIndex.withAppendLock(timeout: timeout, durable: durable, access: { try $0(live) }) {
+                try $0.seal(durable: durable)
+            }
+            try ManifestFile.write(
+                sealed.index, generation: sealed.generation, lastSequence: sealed.lastSequence, in: directory,
+                durable: durable)
+        }
+    }
+
+    /// Picks up whatever other processes appended since the last call.
+    package func refresh() throws {
+        switch try advance(repairing: false) {
+        case .upToDate: return
+        case .stoppedAtCorruption: corruptionStops += 1
+        case .mustResynchronize: try resynchronize()
+        }
+    }
+
+    private func advance(repairing: Bool, durable: Bool = false) throws -> JournalCursor.Progress {
+        try cursor.advance(in: directory, repairing: repairing, durable: durable) { record, sequence in
+            apply(record, sequence: sequence)
+        }
+    }
+
+    /// Hands over the hashes changed since the last call; `nil` for "assume all".
+    package func takeChangedHashes() -> [KeyHash]? {
+        defer { changedHashes = [] }
+        return changedHashes
+    }
+
+    /// Folds one record into the index, first noting the removals it carries.
+    private func apply(_ record: JournalRecord, sequence: UInt64) {
+        if tracksChanges {
+            switch record {
+            case .stored(let stored): changedHashes?.append(stored.hash)
+            case .removed(let removed): changedHashes?.append(removed.hash)
+            case .cleared: changedHashes = nil
+            case .sealed, .accessed, .freshened, .unknown: break
+            }
+        }
+        if collectsRemovals && sequence > reportedThrough {
+            switch record {
+            case .removed(let removed):
+                pendingRemovals.append(
+                    Removal(
+                        hash: removed.hash, key: removed.key.map { String(decoding: $0, as: UTF8.self) },
+                        reason: removed.reason, remover: removed.remover, sequence: sequence))
+            case .cleared(let remover):
+                for (hash, _) in index {
+                    pendingRemovals.append(
+                        Removal(hash: hash, key: nil, reason: .cleared, remover: remover, sequence: sequence))
+                }
+            case .stored, .sealed, .accessed, .freshened, .unknown:
+                break
+            }
+            reportedThrough = sequence
+        }
+        index.apply(record)
+    }
+
+    /// Counts a record this process appended, before it is applied.
+    private func count(_ record: JournalRecord) {
+        guard let counters else { return }
+        switch record {
+        case .stored: counters.add(.stores)
+        case .removed(let removed): counters.addRemovals(removed.reason)
+        case .cleared: counters.addRemovals(.cleared, UInt64(index.count))
+        case .sealed, .accessed, .freshened, .unknown: break
+        }
+    }
+
+    /// Hands over the removals collected so far.
+    package func takePendingRemovals() -> [Removal] {
+        defer { pendingRemovals = [] }
+        return pendingRemovals
+    }
+
+    /// Reloads from the manifest after the journal position was lost (retired or truncated).
+    private func resynchronize() throws {
+        for _ in 0..<8 {
+            guard case .valid(let header, let fresh) = try ManifestFile.read(in: directory),
+                let segment = try JournalSegment.open(header.generation, in: directory)
+            else { continue }
+            if collectsRemovals {
+                // The records between our position and the manifest are gone: report every
+                // version we knew that the manifest no longer has.
+                for (hash, entry) in index where fresh[hash]?.location != entry.location {
+                    pendingRemovals.append(Removal(hash: hash, key: nil, reason: .unknown, remover: nil, sequence: nil))
+                }
+                reportedThrough = max(reportedThrough, header.lastSequence)
+            }
+            earlierRepairs += cursor.repairs
+            if tracksChanges { changedHashes = nil }
+            index = fresh
+            cursor = Self.cursor(segment, after: header)
+            resynchronizations += 1
+            if try advance(repairing: false) != .mustResynchronize { return }
+        }
+        throw SharedCacheError(
+            .corruptData,
+            "lost the journal position of \(directory.path) and could not find a manifest and segment that agree; "
+                + "run `sharedcache verify --repair`")
+    }
+
+    /// One step of taking the append lock: lock this segment, or it is done.
+    package enum AppendStep<Result> {
+        case lock(JournalSegment)
+        case done(Result)
+    }
+
+    /// Runs `body` holding the append lock of the newest segment, with every record before the
+    /// end applied.
+    ///
+    /// `access` runs what it is given with exclusive use of this index (the owner's mutex, for
+    /// the engine). The lock is waited for between two such accesses, never inside one: a wait
+    /// on another process must not hold up this process's readers. Threads of one process
+    /// share the segment's descriptor, and with it the lock, so the caller also keeps other
+    /// appenders of the process out while this runs.
+    package static func withAppendLock<Result>(
+        timeout: Duration, durable: Bool,
+        access: ((LiveIndex) throws -> AppendStep<Result>) throws -> AppendStep<Result>,
+        _ body: (LiveIndex) throws -> Result
+    ) throws -> Result {
+        try withoutActuallyEscaping(body) { body in
+            try appendLoop(timeout: timeout, durable: durable, access: access, body)
+        }
+    }
+
+    private static func appendLoop<Result>(
+        timeout: Duration, durable: Bool,
+        access: ((LiveIndex) throws -> AppendStep<Result>) throws -> AppendStep<Result>,
+        _ body: @escaping (LiveIndex) throws -> Result
+    ) throws -> Result {
+        // Catch up before locking, so the lock is held only for what other processes append
+        // in the meantime: a holder preempted among busy processes keeps everyone waiting.
+        var step = try access { live in
+            try live.refresh()
+            return .lock(live.cursor.segment)
+        }
+        while case .lock(let segment) = step {
+            step = try segment.file.withLock(
+                .exclusive, timeout: timeout, orThrow: appendLockTimeout(segment, timeout: timeout)
+            ) {
+                try access { live in
+                    // Behind a retired segment: reload from the manifest, then lock where it
+                    // leads. Appending here would put records after a seal, where no reader looks.
+                    if try live.advance(repairing: true, durable: durable) == .mustResynchronize {
+                        try live.resynchronize()
+                        return .lock(live.cursor.segment)
+                    }
+                    // A checkpoint sealed the segment we locked; lock the next one.
+                    if live.cursor.segment !== segment { return .lock(live.cursor.segment) }
+                    return .done(try body(live))
+                }
+            }
+        }
+        guard case .done(let result) = step else { preconditionFailure("the loop ends only when done") }
+        return result
+    }
+
+    /// Appends the records `decide` returns, deciding from the index as it is; the caller
+    /// holds the append lock (see ``withAppendLock(timeout:durable:access:_:)``).
+    ///
+    /// - Parameter decide: sees the index with every earlier record applied; returns the
+    ///   records to append (none is fine), which are then applied.
+    /// - Returns: what `decide` returned, and whether anything was appended (which a durable
+    ///   caller then flushes, outside the owner's mutex).
+    package func append<Decision>(_ decide: (Index) throws -> ([JournalRecord], Decision)) throws
+        -> (decision: Decision, appended: Bool)
+    {
+        let (records, decision) = try decide(index)
+        guard !records.isEmpty else { return (decision, false) }
+        let first = cursor.lastSequence + 1
+        try cursor.append(records, durable: false)
+        for (offset, record) in records.enumerated() {
+            count(record)
+            apply(record, sequence: first + UInt64(offset))
+        }
+        return (decision, true)
+    }
+
+    /// Seals the current segment, starts the next, and returns the index as of the seal; the
+    /// caller holds the append lock and the directory lock.
+    package func seal(durable: Bool) throws -> (index: Index, generation: UInt64, lastSequence: UInt64) {
+        let next = cursor.segment.generation + 1
+        try cursor.append([.sealed(nextGeneration: next)], durable: durable)
+        apply(.sealed(nextGeneration: next), sequence: cursor.lastSequence)
+        try JournalSegment.create(next, firstSequence: cursor.lastSequence + 1, in: directory, durable: durable)
+        let snapshot = index
+        let lastSequence = cursor.lastSequence
+        // Step past the seal, applying what follows: the new segment exists, and a process
+        // whose reads already followed the seal into it may have appended there.
+        _ = try advance(repairing: false)
+        return (snapshot, next, lastSequence)
+    }
+
+    private static func appendLockTimeout(_ segment: JournalSegment, timeout: Duration) -> SharedCacheError {
+        let path = segment.path
+        return SharedCacheError(
+            .lockTimeout,
+            "another process has held the journal's append lock for more than \(timeout) (it is probably "
+                + "stopped or hung); find it with `fuser \(path)`; reads keep working meanwhile",
+            path: path)
+    }
+}

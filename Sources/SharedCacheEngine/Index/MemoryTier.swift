@@ -1,0 +1,83 @@
+import SharedCacheFormat
+import SharedCachePlatform
+
+/// This process's copies of recently read bodies, in front of the disk, limited by cost.
+///
+/// Copies are keyed by version (hash and blob ID), and every read first checks the version
+/// against the journal-fed index, so a copy another process replaced or removed is never
+/// served; the index also hands over the hashes it saw change, and their copies are dropped.
+/// Least recently used copies go first when the cost limit is passed.
+struct MemoryTier {
+    private struct Item {
+        var location: BodyLocation
+        var hit: CacheHit
+        var cost: Int
+        var lastUse: UInt64
+    }
+
+    /// Bytes of bodies (plus a little per copy) this tier may hold; 0 turns it off.
+    let costLimit: Int
+    private var items: [KeyHash: Item] = [:]
+    private var totalCost = 0
+    private var clock: UInt64 = 0
+
+    /// Bookkeeping per copy beyond its body and key, counted against the limit.
+    private static let overhead = 128
+
+    init(costLimit: Int) {
+        self.costLimit = max(0, costLimit)
+    }
+
+    var isEmpty: Bool { items.isEmpty }
+    var count: Int { items.count }
+    var cost: Int { totalCost }
+
+    /// The copy of the version at `location` of `hash`, if held.
+    mutating func hit(_ hash: KeyHash, at location: BodyLocation) -> CacheHit? {
+        guard var item = items[hash] else { return nil }
+        guard item.location == location else {
+            drop(hash)
+            return nil
+        }
+        clock += 1
+        item.lastUse = clock
+        items[hash] = item
+        return item.hit
+    }
+
+    /// Keeps a copy of a body just read or stored. Bodies over a quarter of the limit are not
+    /// kept: one of them would push out everything else.
+    mutating func insert(_ hit: CacheHit, for hash: KeyHash, at location: BodyLocation) {
+        let cost = hit.data.count + hit.entry.key.utf8.count + Self.overhead
+        guard costLimit > 0, cost <= costLimit / 4 else { return }
+        drop(hash)
+        clock += 1
+        items[hash] = Item(location: location, hit: hit, cost: cost, lastUse: clock)
+        totalCost += cost
+        if totalCost > costLimit { trim() }
+    }
+
+    mutating func drop(_ hash: KeyHash) {
+        if let removed = items.removeValue(forKey: hash) { totalCost -= removed.cost }
+    }
+
+    /// Drops the copies of `hashes`, or every copy for `nil`.
+    mutating func drop(_ hashes: [KeyHash]?) {
+        guard let hashes else {
+            items.removeAll()
+            totalCost = 0
+            return
+        }
+        for hash in hashes { drop(hash) }
+    }
+
+    /// Drops the least recently used copies down to three quarters of the limit, so trimming
+    /// (a sort) happens once per many inserts rather than on each.
+    private mutating func trim() {
+        let target = costLimit / 4 * 3
+        for (hash, _) in items.sorted(by: { $0.value.lastUse < $1.value.lastUse }) {
+            guard totalCost > target else { break }
+            drop(hash)
+        }
+    }
+}

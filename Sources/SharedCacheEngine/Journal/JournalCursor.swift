@@ -1,0 +1,164 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+package import SharedCacheFormat
+package import SharedCachePlatform
+
+/// A position in the journal, and the reading that moves it forward across segments.
+///
+/// The position is (segment, byte offset, last sequence number applied). Reading never takes a
+/// lock: only whole records below the file size are decoded, and a record cut off by the end of
+/// the file is "not yet written" (another process's `write(2)` may be visible page by page).
+/// With `repairing`, which only the holder of the segment's append lock may ask for, a cut-off
+/// or corrupt tail is truncated away instead, because no one else can be writing it.
+///
+/// Not thread-safe; ``LiveIndex`` keeps it under its owner's lock.
+package final class JournalCursor {
+    package enum Progress: Equatable {
+        /// Every whole record has been applied.
+        case upToDate
+        /// The position no longer exists (the segment was retired or truncated under us):
+        /// start again from the manifest.
+        case mustResynchronize
+        /// A damaged record stops reading until a writer repairs the tail.
+        case stoppedAtCorruption
+    }
+
+    package private(set) var segment: JournalSegment
+    package private(set) var offset: Int64
+    package private(set) var lastSequence: UInt64
+    /// Set once the current segment's `sealed` record has been applied.
+    private(set) var sealedNext: UInt64?
+    /// Torn or corrupt tails this cursor truncated while repairing.
+    package private(set) var repairs = 0
+    private var buffer: [UInt8] = []
+
+    /// Starts at the beginning of `segment`, treating records up to `lastSequence` as applied.
+    package init(segment: JournalSegment, lastSequence: UInt64) {
+        self.segment = segment
+        self.offset = Int64(SegmentHeader.size)
+        self.lastSequence = lastSequence
+    }
+
+    /// Applies every whole record past the position, following seals into later segments.
+    ///
+    /// Costs one `fstat` when nothing was appended.
+    package func advance(
+        in directory: CacheDirectory, repairing: Bool, durable: Bool = false,
+        apply: (JournalRecord, UInt64) throws -> Void
+    ) throws -> Progress {
+        while true {
+            if let next = sealedNext {
+                guard let following = try JournalSegment.open(next, in: directory) else {
+                    // Later segments exist: the next one was retired while we were behind, and
+                    // only the manifest can tell where to continue. (Re-creating it here would
+                    // append records no process that is up to date would ever read.)
+                    let newest = try JournalSegment.generations(in: directory).last ?? 0
+                    if newest > next { return .mustResynchronize }
+                    if repairing {
+                        // The process that sealed this segment died before creating the next.
+                        try JournalSegment.create(
+                            next, firstSequence: lastSequence + 1, in: directory, durable: durable)
+                        continue
+                    }
+                    return .upToDate
+                }
+                guard following.header.firstSequence == lastSequence + 1 else { return .mustResynchronize }
+                segment = following
+                offset = Int64(SegmentHeader.size)
+                sealedNext = nil
+            }
+
+            let status = try segment.file.status()
+            if status.size < offset { return .mustResynchronize }
+            if status.size == offset {
+                // A deleted segment is always sealed first; reaching its end without the seal
+                // means it was removed by hand or truncated.
+                return status.linkCount == 0 ? .mustResynchronize : .upToDate
+            }
+
+            let available = Int(status.size - offset)
+            let chunk = min(available, 4 << 20)
+            if buffer.count < chunk { buffer = [UInt8](repeating: 0, count: chunk) }
+            let start = offset
+            let current = segment
+            let count = try buffer.withUnsafeMutableBytes { raw in
+                try current.file.read(
+                    fromAbsoluteOffset: start, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<chunk]))
+            }
+
+            var consumed = 0
+            var stop: Progress? = nil
+            try buffer.withUnsafeBytes { raw in
+                let bytes = UnsafeRawBufferPointer(rebasing: raw[..<count])
+                decoding: while consumed < count {
+                    switch JournalRecord.decodeFrame(bytes, at: consumed) {
+                    case .record(let record, let sequence, let size):
+                        if sequence <= lastSequence {
+                            consumed += size
+                            continue
+                        }
+                        guard sequence == lastSequence + 1 else {
+                            stop = .stoppedAtCorruption
+                            break decoding
+                        }
+                        try apply(record, sequence)
+                        lastSequence = sequence
+                        consumed += size
+                        if case .sealed(let next) = record {
+                            sealedNext = next
+                            break decoding
+                        }
+                    case .incomplete:
+                        // More of the file may follow past this chunk; re-read from here.
+                        if count < available && consumed > 0 { break decoding }
+                        stop = .upToDate
+                        break decoding
+                    case .corrupt:
+                        stop = .stoppedAtCorruption
+                        break decoding
+                    }
+                }
+            }
+            offset += Int64(consumed)
+
+            if let stop, sealedNext == nil {
+                guard repairing else { return stop }
+                // Holding the append lock: nobody is mid-write, so whatever follows the last
+                // whole record is a torn write from a process that died, or damage.
+                try segment.file.truncate(to: offset)
+                repairs += 1
+                return .upToDate
+            }
+        }
+    }
+
+    /// Appends `records` with one `write(2)` and moves past them.
+    ///
+    /// The caller holds the segment's append lock and has just advanced with `repairing`, so the
+    /// records get the next sequence numbers and land exactly at `offset`. If the write is cut
+    /// short (a full disk), the partial bytes are truncated away and the call throws.
+    func append(_ records: [JournalRecord], durable: Bool) throws {
+        precondition(sealedNext == nil, "appending to a sealed segment")
+        var writer = ByteWriter(capacity: 256)
+        for (index, record) in records.enumerated() {
+            record.encode(sequence: lastSequence + 1 + UInt64(index), into: &writer)
+        }
+        let current = segment
+        let written = try writer.bytes.withUnsafeBytes { try current.file.writeOnce($0) }
+        guard written == writer.count else {
+            // A regular file takes fewer bytes than asked only when it cannot take more:
+            // the disk or quota is full (or a file size limit was hit).
+            try? current.file.truncate(to: offset)
+            throw SystemError("write", errno: ENOSPC, path: JournalSegment.name(current.generation))
+        }
+        offset += Int64(written)
+        lastSequence += UInt64(records.count)
+        if case .sealed(let next) = records.last { sealedNext = next }
+        if durable { try current.file.synchronizeData() }
+    }
+}

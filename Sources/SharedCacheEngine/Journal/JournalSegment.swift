@@ -1,0 +1,87 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+package import SharedCacheFormat
+package import SharedCachePlatform
+
+/// One open journal segment, `journal/<generation as 16 hex digits>`.
+///
+/// Opened for reading and appending (`O_APPEND`), so every record lands at the end in one
+/// `write(2)`. The flock on this descriptor is the append lock of the segment: appenders hold
+/// it exclusively for the microseconds of "catch up, write, apply".
+package final class JournalSegment {
+    package let generation: UInt64
+    package let header: SegmentHeader
+    package let file: FileDescriptor
+    /// The segment's full path, for messages.
+    package let path: String
+
+    private init(generation: UInt64, header: SegmentHeader, file: consuming FileDescriptor, path: String) {
+        self.generation = generation
+        self.header = header
+        self.file = file
+        self.path = path
+    }
+
+    package static func name(_ generation: UInt64) -> String {
+        var name = "\(CacheDirectory.journalDirectory)/"
+        let digits = String(generation, radix: 16)
+        name += String(repeating: "0", count: max(0, 16 - digits.count)) + digits
+        return name
+    }
+
+    /// Generations present in `journal/`, oldest first; names that are not generations are ignored.
+    package static func generations(in directory: CacheDirectory) throws -> [UInt64] {
+        try directory.contents(of: CacheDirectory.journalDirectory)
+            .compactMap { $0.utf8.count == 16 ? UInt64($0, radix: 16) : nil }
+            .sorted()
+    }
+
+    /// Opens and checks a segment; `nil` when it does not exist (not created yet, or retired).
+    package static func open(_ generation: UInt64, in directory: CacheDirectory) throws -> JournalSegment? {
+        let name = name(generation)
+        guard let file = try directory.openIfPresent(name, flags: O_RDWR | O_APPEND | O_NONBLOCK) else { return nil }
+        let status = try file.status()
+        guard status.isRegularFile else { throw SystemError.notRegularFile(name, status) }
+        var bytes = [UInt8](repeating: 0, count: SegmentHeader.size)
+        let count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
+        let header: SegmentHeader
+        do {
+            guard count == SegmentHeader.size else { throw FormatError.truncated }
+            header = try bytes.withUnsafeBytes { buffer throws(FormatError) in try SegmentHeader.decode(buffer) }
+            guard header.generation == generation else { throw FormatError.invalidField("generation") }
+        } catch let error as FormatError {
+            throw SharedCacheError.corrupt("journal segment \(name)", path: "\(directory.path)/\(name)", error)
+        }
+        return JournalSegment(generation: generation, header: header, file: file, path: "\(directory.path)/\(name)")
+    }
+
+    /// Creates a segment unless it already exists (another process may have created it first;
+    /// the contents would be identical).
+    ///
+    /// The header is written to `tmp/` and renamed into place without replacing, so a segment
+    /// never exists without its whole header.
+    package static func create(
+        _ generation: UInt64, firstSequence: UInt64, in directory: CacheDirectory, durable: Bool
+    ) throws {
+        let name = name(generation)
+        let bytes = SegmentHeader(generation: generation, firstSequence: firstSequence).encoded()
+        do {
+            try directory.publishNewFile(
+                purpose: "segment", durable: durable,
+                write: { file in try bytes.withUnsafeBytes { try file.writeAll($0) } },
+                publish: { temporary in
+                    try directory.renameWithoutReplacing(temporary, to: name)
+                })
+        } catch let error as SystemError {
+            // Another process created it first; its contents are the same.
+            guard error.errno == EEXIST else { throw error }
+            return
+        }
+        if durable { try directory.synchronizeDirectory(containing: name) }
+    }
+}

@@ -1,0 +1,119 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import SharedCacheFormat
+import SharedCachePlatform
+
+/// Reading and replacing `<root>/manifest`, and rebuilding it when it is lost.
+enum ManifestFile {
+    enum Contents {
+        case missing
+        case corrupt(FormatError)
+        case valid(ManifestCoding.Header, Index)
+    }
+
+    /// Bytes read or written per step: a multiple of the entry size, and small enough that a
+    /// million-entry manifest never sits in memory whole.
+    private static let chunkEntries = 8192
+
+    /// Reads and checks the manifest in chunks, building the index as it goes.
+    static func read(in directory: CacheDirectory) throws -> Contents {
+        guard let file = try directory.openIfPresent(CacheDirectory.manifestFile, flags: O_RDONLY | O_NONBLOCK) else {
+            return .missing
+        }
+        let status = try file.status()
+        guard status.isRegularFile else { return .corrupt(.invalidField("not a regular file")) }
+        var headerBytes = [UInt8](repeating: 0, count: ManifestCoding.headerSize)
+        let headerCount = try headerBytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
+        do {
+            guard headerCount == ManifestCoding.headerSize else { throw FormatError.truncated }
+            let header = try headerBytes.withUnsafeBytes { raw in
+                try ManifestCoding.decodeHeader(raw)
+            }
+            guard status.size == Int64(header.fileSize) else { throw FormatError.truncated }
+
+            var index = Index()
+            index.reserveCapacity(Int(header.entryCount))
+            var checksum: UInt32 = 0
+            var offset = ManifestCoding.headerSize
+            let end = header.fileSize - ManifestCoding.trailerSize
+            var chunk = [UInt8](repeating: 0, count: chunkEntries * header.storedEntrySize)
+            while offset < end {
+                let count = min(chunk.count, end - offset)
+                let read = try chunk.withUnsafeMutableBytes { buffer in
+                    try file.read(
+                        fromAbsoluteOffset: Int64(offset),
+                        into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<count]))
+                }
+                guard read == count else { throw FormatError.truncated }
+                try chunk.withUnsafeBytes { buffer in
+                    let entries = UnsafeRawBufferPointer(rebasing: buffer[..<count])
+                    checksum = CRC32C.checksum(entries, extending: checksum)
+                    try ManifestCoding.decodeEntries(entries, storedEntrySize: header.storedEntrySize) { hash, entry in
+                        index.insert(entry, for: hash)
+                    }
+                }
+                offset += count
+            }
+            var trailer = [UInt8](repeating: 0, count: ManifestCoding.trailerSize)
+            _ = try trailer.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: Int64(end), into: $0) }
+            let stored = try trailer.withUnsafeBytes { raw in try ManifestCoding.decodeTrailer(raw) }
+            guard stored == checksum, index.count == Int(header.entryCount) else { throw FormatError.checksumMismatch }
+            return .valid(header, index)
+        } catch let error as FormatError {
+            return .corrupt(error)
+        }
+    }
+
+    /// Replaces the manifest, writing it in chunks; the caller holds the directory lock.
+    static func write(
+        _ index: Index, generation: UInt64, lastSequence: UInt64, in directory: CacheDirectory, durable: Bool
+    ) throws {
+        let header = ManifestCoding.Header(
+            generation: generation, lastSequence: lastSequence, entryCount: UInt64(index.count),
+            createdAt: Clock.nowMilliseconds())
+        try directory.replaceFile(CacheDirectory.manifestFile, durable: durable) { file in
+            try ManifestCoding.encodeHeader(header).withUnsafeBytes { try file.writeAll($0) }
+            var checksum: UInt32 = 0
+            var entries = index.makeIterator()
+            var more = true
+            while more {
+                var chunk = ByteWriter(capacity: chunkEntries * ManifestCoding.entrySize)
+                while chunk.count < chunkEntries * ManifestCoding.entrySize {
+                    guard let (hash, entry) = entries.next() else {
+                        more = false
+                        break
+                    }
+                    ManifestCoding.encodeEntry(hash, entry, into: &chunk)
+                }
+                try chunk.bytes.withUnsafeBytes { buffer in
+                    checksum = CRC32C.checksum(buffer, extending: checksum)
+                    try file.writeAll(buffer)
+                }
+            }
+            try ManifestCoding.encodeTrailer(entriesChecksum: checksum).withUnsafeBytes { try file.writeAll($0) }
+        }
+    }
+
+    /// Builds an index from the stored bodies alone: the recovery when the manifest is lost.
+    ///
+    /// Bodies are the source of truth; a hash with several (a put whose superseded predecessor
+    /// was not reclaimed yet) keeps the newest.
+    static func scanBodies(_ store: any BodyStore) throws -> Index {
+        var newest = Index()
+        try store.forEachBody { hash, location, header in
+            let entry = IndexEntry(
+                location: location, bodySize: header.bodySize, storedAt: header.storedAt,
+                expiresAt: header.expiresAt, lastAccess: header.storedAt)
+            if let existing = newest[hash], (existing.storedAt, existing.location) > (entry.storedAt, entry.location) {
+                return
+            }
+            newest.insert(entry, for: hash)
+        }
+        return newest
+    }
+}

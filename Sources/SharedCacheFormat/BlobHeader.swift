@@ -1,0 +1,119 @@
+/// The self-describing header at the start of every blob file.
+///
+/// ```
+/// blob   = header body
+/// header = "SCBL"                 ; magic
+///          major:u16 flags:u16    ; format major version (1); flags reserved, 0
+///          header-size:u32        ; bytes of the whole header, its checksum included
+///          body-crc:u32           ; masked CRC32C of the body
+///          body-size:u64
+///          stored-at:i64          ; milliseconds since the Unix epoch
+///          expires-at:i64         ; milliseconds; INT64_MAX means never
+///          key-hash:32            ; SHA-256 of the key
+///          key-size:u32 etag-size:u16 last-modified-size:u16 attributes-size:u32
+///          key etag last-modified attributes
+///          header-crc:u32         ; masked CRC32C of every header byte before it
+/// body   = body-size bytes
+/// ```
+/// All integers are little-endian. The blob, not the journal, is the truth: a reader checks
+/// the header checksum, that the key hashes to `key-hash` and is the key it asked for, the body
+/// size and the body checksum before it returns a byte.
+package struct BlobHeader: Equatable, Sendable {
+    package static let magic: [UInt8] = Array("SCBL".utf8)
+    package static let fixedSize = 84
+    package static let maximumKeySize = 64 * 1024
+    package static let maximumFieldSize = Int(UInt16.max)
+
+    package var bodySize: UInt64
+    package var bodyChecksum: UInt32
+    package var storedAt: Int64
+    package var expiresAt: Int64
+    package var keyHash: KeyHash
+    package var key: [UInt8]
+    package var etag: [UInt8]
+    package var lastModified: [UInt8]
+    /// Opaque bytes for layers above the store (the HTTP client keeps response headers here).
+    package var attributes: [UInt8]
+
+    package init(bodySize: UInt64, bodyChecksum: UInt32, storedAt: Int64, expiresAt: Int64, keyHash: KeyHash, key: [UInt8], etag: [UInt8], lastModified: [UInt8], attributes: [UInt8]) {
+        self.bodySize = bodySize
+        self.bodyChecksum = bodyChecksum
+        self.storedAt = storedAt
+        self.expiresAt = expiresAt
+        self.keyHash = keyHash
+        self.key = key
+        self.etag = etag
+        self.lastModified = lastModified
+        self.attributes = attributes
+    }
+
+    /// Size of the encoded header, its checksum included.
+    package var encodedSize: Int {
+        Self.fixedSize + key.count + etag.count + lastModified.count + attributes.count + 4
+    }
+
+    package func encoded() -> [UInt8] {
+        var writer = ByteWriter(capacity: encodedSize)
+        writer.append(bytes: Self.magic)
+        writer.append(FormatVersion.current.major)
+        writer.append(UInt16(0))
+        writer.append(UInt32(encodedSize))
+        writer.append(CRC32C.mask(bodyChecksum))
+        writer.append(bodySize)
+        writer.append(storedAt)
+        writer.append(expiresAt)
+        writer.append(keyHash)
+        writer.append(UInt32(key.count))
+        writer.append(UInt16(etag.count))
+        writer.append(UInt16(lastModified.count))
+        writer.append(UInt32(attributes.count))
+        writer.append(bytes: key)
+        writer.append(bytes: etag)
+        writer.append(bytes: lastModified)
+        writer.append(bytes: attributes)
+        writer.appendChecksum()
+        return writer.bytes
+    }
+
+    /// How many bytes the header occupies, read from its fixed part; lets a reader that fetched
+    /// too few bytes know how many more it needs.
+    package static func declaredSize(in bytes: UnsafeRawBufferPointer) throws(FormatError) -> Int {
+        var reader = ByteReader(bytes)
+        try reader.expectMagic(magic)
+        let major: UInt16 = try reader.read()
+        guard major == FormatVersion.current.major else { throw .unsupportedVersion(major: major) }
+        _ = try reader.read(UInt16.self)
+        let size = Int(try reader.read(UInt32.self))
+        guard size >= fixedSize + 4, size <= fixedSize + maximumKeySize + 2 * maximumFieldSize + (1 << 24) else {
+            throw .invalidField("header size \(size)")
+        }
+        return size
+    }
+
+    /// Decodes and checks a header (not the body) from the start of `bytes`.
+    package static func decode(_ bytes: UnsafeRawBufferPointer) throws(FormatError) -> BlobHeader {
+        let size = try declaredSize(in: bytes)
+        guard bytes.count >= size else { throw .truncated }
+        var reader = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[..<size]), offset: 12)
+        let bodyChecksum = CRC32C.unmask(try reader.read())
+        let bodySize: UInt64 = try reader.read()
+        let storedAt: Int64 = try reader.read()
+        let expiresAt: Int64 = try reader.read()
+        let keyHash = try reader.readHash()
+        let keySize = Int(try reader.read(UInt32.self))
+        let etagSize = Int(try reader.read(UInt16.self))
+        let lastModifiedSize = Int(try reader.read(UInt16.self))
+        let attributesSize = Int(try reader.read(UInt32.self))
+        guard fixedSize + keySize + etagSize + lastModifiedSize + attributesSize + 4 == size else {
+            throw .invalidField("header field sizes do not add up to the header size")
+        }
+        let key = Array(try reader.readBytes(keySize))
+        let etag = Array(try reader.readBytes(etagSize))
+        let lastModified = Array(try reader.readBytes(lastModifiedSize))
+        let attributes = Array(try reader.readBytes(attributesSize))
+        try reader.verifyChecksum()
+        return BlobHeader(
+            bodySize: bodySize, bodyChecksum: bodyChecksum, storedAt: storedAt, expiresAt: expiresAt,
+            keyHash: keyHash, key: key, etag: etag, lastModified: lastModified, attributes: attributes)
+    }
+}

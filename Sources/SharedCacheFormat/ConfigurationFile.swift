@@ -1,0 +1,76 @@
+/// The `config` file: the limits every process using a directory agrees on.
+///
+/// ```
+/// config = *line
+/// line   = [name *SP "=" *SP value] [*SP "#" comment] LF
+/// ```
+/// Known names: `size-limit` (bytes of bodies, 0 for none), `entry-limit` (entries, 0 for
+/// none), `default-expiry` (seconds, or `never`). Unknown names are ignored.
+package struct ConfigurationFile: Equatable, Sendable {
+    package static let fileName = "config"
+
+    package var sizeLimit: UInt64
+    package var defaultExpirySeconds: Int64?
+    package var entryLimit: UInt64 = 0
+
+    package init(sizeLimit: UInt64, defaultExpirySeconds: Int64? = nil, entryLimit: UInt64 = 0) {
+        self.sizeLimit = sizeLimit
+        self.defaultExpirySeconds = defaultExpirySeconds
+        self.entryLimit = entryLimit
+    }
+
+    package func encoded() -> [UInt8] {
+        let expiry = defaultExpirySeconds.map(String.init) ?? "never"
+        return Array(
+            """
+            # SharedCache limits shared by every process using this directory; see sharedcache(5).
+            size-limit = \(sizeLimit)
+            entry-limit = \(entryLimit)
+            default-expiry = \(expiry)
+
+            """.utf8)
+    }
+
+    /// Parses the file; a missing name keeps the value from `defaults`.
+    package static func decode(_ bytes: [UInt8], defaults: ConfigurationFile) throws(FormatError) -> ConfigurationFile {
+        var result = defaults
+        let text = String(decoding: bytes, as: UTF8.self)
+        for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = rawLine.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)[0]
+            let trimmed = line.trimmingSpaces
+            if trimmed.isEmpty { continue }
+            let parts = trimmed.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2 else { throw .invalidField("line \(number + 1): expected \"name = value\"") }
+            let name = parts[0].trimmingSpaces
+            let value = parts[1].trimmingSpaces
+            switch name {
+            case "size-limit":
+                guard let limit = UInt64(value) else { throw .invalidField("line \(number + 1): size-limit \(value)") }
+                result.sizeLimit = limit
+            case "entry-limit":
+                guard let limit = UInt64(value) else { throw .invalidField("line \(number + 1): entry-limit \(value)") }
+                result.entryLimit = limit
+            case "default-expiry":
+                if value == "never" {
+                    result.defaultExpirySeconds = nil
+                } else if let seconds = Int64(value), seconds > 0 {
+                    result.defaultExpirySeconds = seconds
+                } else {
+                    throw .invalidField("line \(number + 1): default-expiry \(value)")
+                }
+            default:
+                continue
+            }
+        }
+        return result
+    }
+}
+
+extension Substring {
+    fileprivate var trimmingSpaces: Substring {
+        var result = self
+        while let first = result.first, first == " " || first == "\t" || first == "\r" { result.removeFirst() }
+        while let last = result.last, last == " " || last == "\t" || last == "\r" { result.removeLast() }
+        return result
+    }
+}

@@ -1,0 +1,42 @@
+/// The `format` file: which version of the on-disk format a directory holds.
+///
+/// ```
+/// format-file = "sharedcache " major "." minor LF      ; ASCII, e.g. "sharedcache 1.0\n"
+/// ```
+/// A reader refuses a directory whose major version is newer than its own; a newer minor version
+/// only adds things an older reader may ignore (record types, trailing fields).
+package struct FormatVersion: Equatable, Sendable, CustomStringConvertible {
+    package static let current = FormatVersion(major: 1, minor: 0)
+    package static let fileName = "format"
+
+    package var major: UInt16
+    package var minor: UInt16
+
+    package init(major: UInt16, minor: UInt16) {
+        self.major = major
+        self.minor = minor
+    }
+
+    package var description: String { "\(major).\(minor)" }
+
+    package func encoded() -> [UInt8] {
+        Array("sharedcache \(major).\(minor)\n".utf8)
+    }
+
+    /// Parses a `format` file.
+    ///
+    /// - Throws: `badMagic` when the file is not a SharedCache format file, `invalidField` when
+    ///   its version is unreadable, `unsupportedVersion` when its major version is newer.
+    package static func decode(_ bytes: [UInt8]) throws(FormatError) -> FormatVersion {
+        let prefix = Array("sharedcache ".utf8)
+        guard bytes.starts(with: prefix) else { throw .badMagic }
+        var text = String(decoding: bytes.dropFirst(prefix.count), as: UTF8.self)
+        if text.hasSuffix("\n") { text.removeLast() }
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let major = UInt16(parts[0]), let minor = UInt16(parts[1]) else {
+            throw .invalidField("version \"\(text)\"")
+        }
+        guard major <= current.major else { throw .unsupportedVersion(major: major) }
+        return FormatVersion(major: major, minor: minor)
+    }
+}

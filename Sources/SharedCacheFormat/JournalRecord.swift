@@ -1,0 +1,352 @@
+/// Journal segments and the records in them.
+///
+/// ```
+/// segment        = segment-header *record
+/// segment-header = "SCJL" major:u16 minor:u16 generation:u64 first-sequence:u64
+///                  reserved:u32 header-crc:u32            ; 32 bytes; crc of the 28 before it
+/// record         = record-crc:u32 length:u32 sequence:u64 type:u8 payload
+///                  ; length = bytes of payload (at most 1 MiB)
+///                  ; record-crc = masked CRC32C of length, sequence, type and payload
+///
+/// type 1 stored  = key-hash:32 blob-id:u64 body-size:u64 stored-at:i64 expires-at:i64
+///                  key-size:u32 key etag-size:u16 etag
+/// type 2 removed = key-hash:32 blob-id:u64 reason:u8 remover [key-size:u32 key]
+///                  ; reason: 1 expired 2 size 3 manual 4 cleared 5 superseded 6 corrupt 7 invalidated
+///                  ; the key when the remover knew it
+/// type 3 cleared = remover                      ; every entry stored before it is gone
+/// type 4 sealed  = next-generation:u64          ; the last record of a segment
+/// type 5 accessed = key-hash:32 blob-id:u64 accessed-at:i64  ; a hit, journaled at most once
+///                  per recency interval per entry, for least-recently-used eviction
+/// type 6 freshened = key-hash:32 blob-id:u64 stored-at:i64 expires-at:i64  ; a 304 revalidated
+///                  this version: its age counts from stored-at again, and it expires later
+/// remover        = pid:u32 name-size:u8 name    ; the process that removed, for people
+/// ```
+/// Integers are little-endian. Sequence numbers increase by one per record across all segments.
+/// A reader skips a record of a type it does not know (its frame is still checked), so new
+/// record types are a minor-version change. Payload bytes after the fields a reader knows are
+/// ignored, so fields may be appended the same way.
+package enum JournalRecord: Equatable, Sendable {
+    case stored(StoredRecord)
+    case removed(RemovedRecord)
+    case cleared(Remover)
+    case sealed(nextGeneration: UInt64)
+    case accessed(AccessedRecord)
+    case freshened(FreshenedRecord)
+    /// A record of a type this version does not know; skipped.
+    case unknown(type: UInt8)
+
+    package static let frameHeaderSize = 17
+    package static let maximumPayloadSize = 1 << 20
+
+    package var typeCode: UInt8 {
+        switch self {
+        case .stored: 1
+        case .removed: 2
+        case .cleared: 3
+        case .sealed: 4
+        case .accessed: 5
+        case .freshened: 6
+        case .unknown(let type): type
+        }
+    }
+}
+
+/// A body was written to a new blob and is now the entry for its key.
+package struct StoredRecord: Equatable, Sendable {
+    package var hash: KeyHash
+    package var location: BodyLocation
+    package var bodySize: UInt64
+    package var storedAt: Int64
+    package var expiresAt: Int64
+    package var key: [UInt8]
+    package var etag: [UInt8]
+
+    package init(hash: KeyHash, location: BodyLocation, bodySize: UInt64, storedAt: Int64, expiresAt: Int64, key: [UInt8], etag: [UInt8]) {
+        self.hash = hash
+        self.location = location
+        self.bodySize = bodySize
+        self.storedAt = storedAt
+        self.expiresAt = expiresAt
+        self.key = key
+        self.etag = etag
+    }
+}
+
+/// One version of an entry is gone (or about to be: the record precedes the unlink).
+package struct RemovedRecord: Equatable, Sendable {
+    package var hash: KeyHash
+    /// The version removed; a removal of an older version leaves a newer one alone.
+    package var location: BodyLocation
+    package var reason: RemovalReason
+    package var remover: Remover
+    /// The entry's key, when the remover knew it (a removal by hash alone does not).
+    package var key: [UInt8]? = nil
+
+    package init(hash: KeyHash, location: BodyLocation, reason: RemovalReason, remover: Remover, key: [UInt8]? = nil) {
+        self.hash = hash
+        self.location = location
+        self.reason = reason
+        self.remover = remover
+        self.key = key
+    }
+}
+
+/// An entry was read; its recency for least-recently-used eviction.
+package struct AccessedRecord: Equatable, Sendable {
+    package var hash: KeyHash
+    package var location: BodyLocation
+    package var accessedAt: Int64
+
+    package init(hash: KeyHash, location: BodyLocation, accessedAt: Int64) {
+        self.hash = hash
+        self.location = location
+        self.accessedAt = accessedAt
+    }
+}
+
+/// A conditional request confirmed the stored version (HTTP 304); its headers are unchanged
+/// but for `Date`, `Age` and `Expires`, so only its times move.
+package struct FreshenedRecord: Equatable, Sendable {
+    package var hash: KeyHash
+    package var location: BodyLocation
+    /// When the response was generated, by the origin's account: its age counts from here.
+    package var storedAt: Int64
+    package var expiresAt: Int64
+
+    package init(hash: KeyHash, location: BodyLocation, storedAt: Int64, expiresAt: Int64) {
+        self.hash = hash
+        self.location = location
+        self.storedAt = storedAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// Why an entry was removed, as journaled.
+public enum RemovalReason: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// Its expiry passed.
+    case expired = 1
+    /// Evicted to bring the cache under its size or entry limit.
+    case size = 2
+    /// Removed by a caller (`remove`, `sharedcache rm`).
+    case manual = 3
+    /// Removed by `clear`.
+    case cleared = 4
+    /// Replaced by a newer put of the same key.
+    case superseded = 5
+    /// Its blob failed a check and was discarded.
+    case corrupt = 6
+    /// A successful unsafe HTTP request (POST, PUT, DELETE, …) through ``SharedCache/fetch(_:options:transport:)``
+    /// made the stored response for its URL stale (RFC 9111 §4.4).
+    case invalidated = 7
+    /// Not journaled: a subscriber that fell too far behind found it gone when it resynchronised.
+    case unknown = 255
+
+    public var description: String {
+        switch self {
+        case .expired: "expired"
+        case .size: "size"
+        case .manual: "manual"
+        case .cleared: "cleared"
+        case .superseded: "superseded"
+        case .corrupt: "corrupt"
+        case .invalidated: "invalidated"
+        case .unknown: "unknown"
+        }
+    }
+}
+
+/// The process that removed an entry.
+public struct Remover: Hashable, Sendable, CustomStringConvertible {
+    public var processID: UInt32
+    public var name: String
+
+    public init(processID: UInt32, name: String) {
+        self.processID = processID
+        self.name = name
+    }
+
+    public var description: String { "\(name)[\(processID)]" }
+}
+
+/// The fixed header at the start of every journal segment.
+package struct SegmentHeader: Equatable, Sendable {
+    package static let magic: [UInt8] = Array("SCJL".utf8)
+    package static let size = 32
+
+    package var generation: UInt64
+    /// The sequence number the first record of this segment carries.
+    package var firstSequence: UInt64
+
+    package init(generation: UInt64, firstSequence: UInt64) {
+        self.generation = generation
+        self.firstSequence = firstSequence
+    }
+
+    package func encoded() -> [UInt8] {
+        var writer = ByteWriter(capacity: Self.size)
+        writer.append(bytes: Self.magic)
+        writer.append(FormatVersion.current.major)
+        writer.append(FormatVersion.current.minor)
+        writer.append(generation)
+        writer.append(firstSequence)
+        writer.append(UInt32(0))
+        writer.appendChecksum()
+        return writer.bytes
+    }
+
+    package static func decode(_ bytes: UnsafeRawBufferPointer) throws(FormatError) -> SegmentHeader {
+        var reader = ByteReader(bytes)
+        try reader.expectMagic(magic)
+        let major: UInt16 = try reader.read()
+        guard major <= FormatVersion.current.major else { throw .unsupportedVersion(major: major) }
+        _ = try reader.read(UInt16.self)
+        let generation: UInt64 = try reader.read()
+        let firstSequence: UInt64 = try reader.read()
+        _ = try reader.read(UInt32.self)
+        try reader.verifyChecksum()
+        return SegmentHeader(generation: generation, firstSequence: firstSequence)
+    }
+}
+
+/// What decoding the bytes at one position of a segment found.
+package enum DecodedFrame: Equatable {
+    /// A whole, valid record occupying `size` bytes.
+    case record(JournalRecord, sequence: UInt64, size: Int)
+    /// The bytes end inside a record: "not yet written" to a reader, a torn write to a writer
+    /// holding the append lock.
+    case incomplete
+    /// A whole frame whose checksum or contents are wrong.
+    case corrupt(FormatError)
+}
+
+extension JournalRecord {
+    /// Appends one framed record to `writer`.
+    package func encode(sequence: UInt64, into writer: inout ByteWriter) {
+        let start = writer.count
+        writer.append(UInt32(0))  // crc, filled in below
+        writer.append(UInt32(0))  // length, filled in below
+        writer.append(sequence)
+        writer.append(typeCode)
+        let payloadStart = writer.count
+        switch self {
+        case .stored(let record):
+            writer.append(record.hash)
+            writer.append(record.location.blobID)
+            writer.append(record.bodySize)
+            writer.append(record.storedAt)
+            writer.append(record.expiresAt)
+            writer.append(UInt32(record.key.count))
+            writer.append(bytes: record.key)
+            writer.append(UInt16(record.etag.count))
+            writer.append(bytes: record.etag)
+        case .removed(let record):
+            writer.append(record.hash)
+            writer.append(record.location.blobID)
+            writer.append(record.reason.rawValue)
+            record.remover.encode(into: &writer)
+            if let key = record.key {
+                writer.append(UInt32(key.count))
+                writer.append(bytes: key)
+            }
+        case .cleared(let remover):
+            remover.encode(into: &writer)
+        case .sealed(let next):
+            writer.append(next)
+        case .accessed(let record):
+            writer.append(record.hash)
+            writer.append(record.location.blobID)
+            writer.append(record.accessedAt)
+        case .freshened(let record):
+            writer.append(record.hash)
+            writer.append(record.location.blobID)
+            writer.append(record.storedAt)
+            writer.append(record.expiresAt)
+        case .unknown:
+            break
+        }
+        writer.set(UInt32(writer.count - payloadStart), at: start + 4)
+        let crc = writer.bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[(start + 4)...])) }
+        writer.set(CRC32C.mask(crc), at: start)
+    }
+
+    /// Decodes the record that starts at `offset` in `bytes`.
+    ///
+    /// Following LevelDB's reader: a frame that runs past the end is `incomplete`, never
+    /// corruption; a whole frame with a bad checksum is `corrupt`, and nothing after it can be
+    /// trusted, because its length field may itself be damaged.
+    package static func decodeFrame(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> DecodedFrame {
+        var reader = ByteReader(bytes, offset: offset)
+        guard reader.remaining >= frameHeaderSize else { return .incomplete }
+        do {
+            let storedCRC: UInt32 = try reader.read()
+            let length = Int(try reader.read(UInt32.self))
+            guard length <= maximumPayloadSize else { return .corrupt(.invalidField("record length \(length)")) }
+            guard reader.remaining >= 9 + length else { return .incomplete }
+            let covered = UnsafeRawBufferPointer(rebasing: bytes[(offset + 4)..<(offset + frameHeaderSize + length)])
+            guard CRC32C.unmask(storedCRC) == CRC32C.checksum(covered) else { return .corrupt(.checksumMismatch) }
+            let sequence: UInt64 = try reader.read()
+            let type: UInt8 = try reader.read()
+            var payload = ByteReader(try reader.readBytes(length))
+            let record = try decodePayload(type: type, &payload)
+            return .record(record, sequence: sequence, size: frameHeaderSize + length)
+        } catch {
+            return .corrupt(error)
+        }
+    }
+
+    private static func decodePayload(type: UInt8, _ reader: inout ByteReader) throws(FormatError) -> JournalRecord {
+        switch type {
+        case 1:
+            let hash = try reader.readHash()
+            let location = BodyLocation(blobID: try reader.read())
+            let bodySize: UInt64 = try reader.read()
+            let storedAt: Int64 = try reader.read()
+            let expiresAt: Int64 = try reader.read()
+            let key = Array(try reader.readBytes(Int(try reader.read(UInt32.self))))
+            let etag = Array(try reader.readBytes(Int(try reader.read(UInt16.self))))
+            return .stored(
+                StoredRecord(
+                    hash: hash, location: location, bodySize: bodySize, storedAt: storedAt, expiresAt: expiresAt,
+                    key: key, etag: etag))
+        case 2:
+            let hash = try reader.readHash()
+            let location = BodyLocation(blobID: try reader.read())
+            let rawReason: UInt8 = try reader.read()
+            guard let reason = RemovalReason(rawValue: rawReason) else {
+                throw .invalidField("removal reason \(rawReason)")
+            }
+            let remover = try Remover(&reader)
+            let key = reader.remaining > 0 ? Array(try reader.readBytes(Int(try reader.read(UInt32.self)))) : nil
+            return .removed(RemovedRecord(hash: hash, location: location, reason: reason, remover: remover, key: key))
+        case 3:
+            return .cleared(try Remover(&reader))
+        case 4:
+            return .sealed(nextGeneration: try reader.read())
+        case 5:
+            return .accessed(
+                AccessedRecord(hash: try reader.readHash(), location: BodyLocation(blobID: try reader.read()), accessedAt: try reader.read()))
+        case 6:
+            return .freshened(
+                FreshenedRecord(
+                    hash: try reader.readHash(), location: BodyLocation(blobID: try reader.read()), storedAt: try reader.read(),
+                    expiresAt: try reader.read()))
+        default:
+            return .unknown(type: type)
+        }
+    }
+}
+
+extension Remover {
+    package func encode(into writer: inout ByteWriter) {
+        let nameBytes = Array(name.utf8.prefix(255))
+        writer.append(processID)
+        writer.append(UInt8(nameBytes.count))
+        writer.append(bytes: nameBytes)
+    }
+
+    package init(_ reader: inout ByteReader) throws(FormatError) {
+        let processID: UInt32 = try reader.read()
+        let nameSize = Int(try reader.read(UInt8.self))
+        self.init(processID: processID, name: String(decoding: try reader.readBytes(nameSize), as: UTF8.self))
+    }
+}

@@ -1,0 +1,186 @@
+#if canImport(Darwin)
+package import Darwin
+#elseif canImport(Glibc)
+package import Glibc
+#elseif canImport(Musl)
+package import Musl
+#endif
+
+/// An open file descriptor with exactly one owner, from the `open` that made it to its close.
+///
+/// Only this module makes one (the raw number never leaves it), so every descriptor the cache
+/// holds is one of these. It is closed by ``close()`` or, failing that, when the value is
+/// destroyed; being `~Copyable`, it cannot be closed twice or used after close. Long-lived
+/// descriptors (a journal segment, a lock file) live in a class that owns one of these;
+/// short-lived ones (a blob being read) live on the stack.
+package struct FileDescriptor: ~Copyable, Sendable {
+    /// The raw descriptor number, valid until this value is consumed.
+    let rawValue: Int32
+
+    /// Takes ownership of a descriptor a system call just returned.
+    init(owning rawValue: Int32) {
+        self.rawValue = rawValue
+    }
+
+    /// Opens `path` relative to `directory`; `O_CLOEXEC` is always added.
+    package init(at directory: borrowing FileDescriptor, _ path: String, flags: Int32, mode: mode_t = 0)
+        throws(SystemError)
+    {
+        self = try System.open(at: directory.rawValue, path, flags: flags, mode: mode)
+    }
+
+    /// Opens an absolute or working-directory-relative path; `O_CLOEXEC` is always added.
+    package init(path: String, flags: Int32, mode: mode_t = 0) throws(SystemError) {
+        self = try System.open(at: AT_FDCWD, path, flags: flags, mode: mode)
+    }
+
+    deinit { System.close(rawValue) }
+
+    /// Closes the descriptor now. The C function is `close`.
+    package consuming func close() {
+        let raw = rawValue
+        discard self
+        System.close(raw)
+    }
+
+    /// File status. The C function is `fstat`.
+    package func status() throws(SystemError) -> FileStatus {
+        try System.status(rawValue)
+    }
+
+    /// Reads until `buffer` is full or the file ends, starting at `offset`.
+    ///
+    /// - Returns: The number of bytes read; less than `buffer.count` only at end of file.
+    package func read(fromAbsoluteOffset offset: Int64, into buffer: UnsafeMutableRawBufferPointer)
+        throws(SystemError) -> Int
+    {
+        var total = 0
+        while total < buffer.count {
+            let count = try System.read(
+                rawValue, fromAbsoluteOffset: offset + Int64(total),
+                into: UnsafeMutableRawBufferPointer(rebasing: buffer[total...]))
+            if count == 0 { break }
+            total += count
+        }
+        return total
+    }
+
+    /// Reads what is available at the current offset, at most `buffer.count` bytes: for pipes,
+    /// event queues and streams. The C function is `read`.
+    ///
+    /// - Returns: the number of bytes read; 0 at end of file.
+    package func readAvailable(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
+        try System.read(rawValue, into: buffer)
+    }
+
+    /// Writes all of `buffer`, continuing after short writes.
+    ///
+    /// This either writes every byte or throws; bytes written before the failure stay written.
+    package func writeAll(_ buffer: UnsafeRawBufferPointer) throws(SystemError) {
+        var written = 0
+        while written < buffer.count {
+            written += try System.write(rawValue, UnsafeRawBufferPointer(rebasing: buffer[written...]))
+        }
+    }
+
+    /// Writes all of `parts` in order, with one `writev(2)` when the kernel takes them whole.
+    package func writeAll(_ parts: [UnsafeRawBufferPointer]) throws(SystemError) {
+        var remaining = parts.filter { $0.count > 0 }
+        while !remaining.isEmpty {
+            let vectors = remaining.map {
+                iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count)
+            }
+            var written = try vectors.withUnsafeBufferPointer { vectors throws(SystemError) in
+                try System.write(rawValue, vectors: vectors)
+            }
+            // Drop what was written, continuing after a short write.
+            while written > 0, let first = remaining.first {
+                if written >= first.count {
+                    written -= first.count
+                    remaining.removeFirst()
+                } else {
+                    remaining[0] = UnsafeRawBufferPointer(rebasing: first[written...])
+                    written = 0
+                }
+            }
+        }
+    }
+
+    /// Writes `buffer` with a single `write(2)`, as an `O_APPEND` record must be written.
+    ///
+    /// - Returns: The number of bytes written, which the caller must compare with the size.
+    package func writeOnce(_ buffer: UnsafeRawBufferPointer) throws(SystemError) -> Int {
+        try System.write(rawValue, buffer)
+    }
+
+    /// Truncates the file to `length` bytes. The C function is `ftruncate`.
+    package func truncate(to length: Int64) throws(SystemError) {
+        try System.truncate(rawValue, to: length)
+    }
+
+    /// Flushes the file's data to the device (`fdatasync`, or `F_FULLFSYNC` on Darwin).
+    package func synchronizeData() throws(SystemError) {
+        try System.synchronizeData(rawValue)
+    }
+
+    /// Flushes the file or directory including its metadata (`fsync`, or `F_FULLFSYNC`).
+    package func synchronize() throws(SystemError) {
+        try System.synchronize(rawValue)
+    }
+
+    /// Status of `name` inside this directory, not following a final symbolic link; `nil` when
+    /// there is no such entry. The C function is `fstatat`.
+    package func status(of name: String) throws(SystemError) -> FileStatus? {
+        do {
+            return try System.status(at: rawValue, name)
+        } catch {
+            guard error.errno == ENOENT else { throw error }
+            return nil
+        }
+    }
+
+    /// Gives the file exactly `mode` if this process's user owns it. The C function is `fchmod`.
+    package func setModeIfOwned(_ mode: mode_t) throws(SystemError) {
+        try System.setModeIfOwned(rawValue, mode)
+    }
+
+    /// Throws unless this process may create files in this directory. The C function is `faccessat`.
+    package func checkWriteAndSearchAccess() throws(SystemError) {
+        try System.canWriteAndSearch(rawValue)
+    }
+
+    /// What kind of filesystem the file is on. The C function is `fstatfs`.
+    package func filesystemKind() throws(SystemError) -> FilesystemKind {
+        try System.filesystemKind(rawValue)
+    }
+
+    /// Names of the entries of the directory at `path` (relative to this directory), without
+    /// "." and "..". Throws if the listing cannot be read whole.
+    package func entries(of path: String) throws(SystemError) -> [String] {
+        var names: [String] = []
+        try System.forEachEntry(at: rawValue, path) { name, _ in names.append(name) }
+        return names
+    }
+
+    /// Names of the symbolic links in the directory at `path`, read with one pass of `readdir`
+    /// (and `fstatat` where the filesystem does not report entry types).
+    package func symbolicLinks(in path: String) throws(SystemError) -> [String] {
+        var links: [String] = []
+        try System.forEachEntry(at: rawValue, path) { name, type throws(SystemError) in
+            if type == UInt8(DT_LNK) {
+                links.append(name)
+            } else if type == UInt8(DT_UNKNOWN), try System.status(at: rawValue, "\(path)/\(name)").isSymbolicLink {
+                links.append(name)
+            }
+        }
+        return links
+    }
+
+    /// Gives up ownership without closing: for a C API that takes the descriptor over
+    /// (`fdopendir`, whose `closedir` closes it).
+    consuming func relinquish() -> Int32 {
+        let raw = rawValue
+        discard self
+        return raw
+    }
+}
