@@ -89,8 +89,8 @@ package final class CacheEngine: Sendable {
         var adopted = configuration.adopting(shared)
         adopted.sharing = directory.sharing
         var warnings: [String] = []
-        if case .network(let name) = (try? directory.descriptor.filesystemKind()) ?? .local,
-            case .fileEvents(let interval) = configuration.journalWatching
+        let filesystem = (try? directory.descriptor.filesystemKind()) ?? .local
+        if case .network(let name) = filesystem, case .fileEvents(let interval) = configuration.journalWatching
         {
             // File events do not report other machines' appends: watch by polling instead.
             adopted.journalWatching = .polling(every: interval)
@@ -107,6 +107,7 @@ package final class CacheEngine: Sendable {
         let counters = SharedCounters.open(in: directory)
         self.counters = counters
         live.counters = counters
+        live.trustsSharedJournalEnd = filesystem == .local
         var statistics = Statistics(
             entryCount: 0, totalBytes: 0, sizeLimit: shared.sizeLimit, journalGeneration: 0, journalSequence: 0)
         statistics.rebuiltOnOpen = rebuilt

@@ -24,6 +24,15 @@ package final class LiveIndex {
 
     /// The directory's shared activity counters; appends by this process count into them.
     var counters: SharedCounters?
+    /// Whether ``refresh()`` may trust the journal's end as the shared counters publish it:
+    /// not on a network filesystem, where another machine's mapping is not this one's.
+    var trustsSharedJournalEnd = false
+    /// When ``refresh()`` last read the journal itself, on the monotonic clock.
+    private var lastJournalCheck: UInt64 = 0
+    /// The longest ``refresh()`` trusts the shared journal end without reading the journal: a
+    /// process killed between its append and raising the counter leaves a record the counter
+    /// does not announce, which is then found this late at the latest.
+    private static let journalCheckInterval: UInt64 = 50_000_000
 
     /// Whether applied removals are kept in ``pendingRemovals`` for the owner to deliver; on
     /// only while someone subscribes.
@@ -116,7 +125,17 @@ package final class LiveIndex {
     }
 
     /// Picks up whatever other processes appended since the last call.
+    ///
+    /// Costs one atomic load when the shared counters say nothing was appended (every appender
+    /// raises them after its write, before its call returns), else one `fstat` and the reads.
     package func refresh() throws {
+        if trustsSharedJournalEnd, let counters, counters.value(.journalSequence) <= cursor.lastSequence {
+            let now = Clock.monotonicNanoseconds()
+            if now &- lastJournalCheck < Self.journalCheckInterval { return }
+            lastJournalCheck = now
+        } else {
+            lastJournalCheck = Clock.monotonicNanoseconds()
+        }
         switch try advance(repairing: false) {
         case .upToDate: return
         case .stoppedAtCorruption: corruptionStops += 1
@@ -280,6 +299,7 @@ package final class LiveIndex {
         guard !records.isEmpty else { return (decision, false) }
         let first = cursor.lastSequence + 1
         try cursor.append(records, durable: false)
+        publishJournalEnd()
         for (offset, record) in records.enumerated() {
             count(record)
             apply(record, sequence: first + UInt64(offset))
@@ -292,6 +312,7 @@ package final class LiveIndex {
     package func seal(durable: Bool) throws -> (index: Index, generation: UInt64, lastSequence: UInt64) {
         let next = cursor.segment.generation + 1
         try cursor.append([.sealed(nextGeneration: next)], durable: durable)
+        publishJournalEnd()
         apply(.sealed(nextGeneration: next), sequence: cursor.lastSequence)
         try JournalSegment.create(next, firstSequence: cursor.lastSequence + 1, in: directory, durable: durable)
         let snapshot = index
@@ -300,6 +321,11 @@ package final class LiveIndex {
         // whose reads already followed the seal into it may have appended there.
         _ = try advance(repairing: false)
         return (snapshot, next, lastSequence)
+    }
+
+    /// Tells every process the journal now ends at least at this index's last record.
+    private func publishJournalEnd() {
+        counters?.raise(.journalSequence, to: cursor.lastSequence)
     }
 
     private static func appendLockTimeout(_ segment: JournalSegment, timeout: Duration) -> SharedCacheError {

@@ -1,0 +1,47 @@
+import Foundation
+import Testing
+
+@testable import SharedCache
+@testable import SharedCacheEngine
+import SharedCacheFormat
+
+/// The shared journal end (stats slot 9): how a reader learns from one load that nothing was
+/// appended, and how it still finds a record whose appender died before announcing it.
+@Suite("The journal's end, as the shared counters publish it")
+struct JournalEndTests {
+    @Test func everyAppendRaisesTheSharedJournalEnd() throws {
+        let directory = try TemporaryDirectory()
+        let writer = try SharedCache(directory: directory("cache"))
+        let reader = try SharedCache(directory: directory("cache"))
+        let counters = try #require(writer.engine.counters)
+        let before = counters.value(.journalSequence)
+        try writer.put(key: "a", data: Data("one".utf8))
+        #expect(counters.value(.journalSequence) == before + 1)
+        // Another instance (as another process would) sees it on its very next call.
+        #expect(try reader.get(key: "a")?.data == Data("one".utf8))
+        try writer.checkpoint()
+        #expect(counters.value(.journalSequence) == (try writer.statistics()).journalSequence)
+    }
+
+    @Test func aRecordNobodyAnnouncedIsFoundWithinTheCheckInterval() throws {
+        let directory = try TemporaryDirectory()
+        let writer = try SharedCache(directory: directory("cache"))
+        let reader = try SharedCache(directory: directory("cache"))
+        try writer.put(key: "a", data: Data("one".utf8))
+        #expect(try reader.contains(key: "a"))
+        // Append a removal the way a process killed right after its write(2) leaves it: in the
+        // journal, but not raised into the shared counter.
+        let announced = try #require(writer.engine.counters).value(.journalSequence)
+        try writer.engine.withState { state in
+            let hash = KeyHash(key: "a")
+            let location = try #require(state.live.index[hash]).location
+            let record = RemovedRecord(hash: hash, location: location, reason: .manual, remover: .current)
+            try state.live.cursor.append([.removed(record)], durable: false)
+        }
+        #expect(try #require(writer.engine.counters).value(.journalSequence) == announced)
+        // Found after at most the check interval (50 ms); 2 s is the bound of a busy machine.
+        let deadline = ContinuousClock.now + .seconds(2)
+        while try reader.contains(key: "a"), ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.005) }
+        #expect(try !reader.contains(key: "a"), "the unannounced removal was not found within 2 s")
+    }
+}
