@@ -29,10 +29,11 @@ final class FetchLock {
 
     /// Takes the lock for `hash`, waiting at most `timeout` for another fetch of it.
     ///
-    /// - Returns: the lock, and whether another fetch held it first (so its result may be in
-    ///   the cache now).
+    /// - Returns: the lock, or `nil` if another fetch still held it after `timeout` (a holder
+    ///   that is hung, stopped or slow: the caller goes to the network without it rather than
+    ///   fail); and whether another fetch held it first (so its result may be in the cache now).
     static func acquire(_ hash: KeyHash, in directory: CacheDirectory, timeout: Duration, describing url: String)
-        async throws -> (FetchLock, waited: Bool)
+        async throws -> (FetchLock?, waited: Bool)
     {
         let name = "\(directoryName)/\(hash.hex)"
         let deadline = Clock.monotonicNanoseconds() + timeout.nanoseconds
@@ -43,14 +44,7 @@ final class FetchLock {
             while true {
                 if try FileLock.tryLock(file, .exclusive) { break }
                 waited = true
-                guard Clock.monotonicNanoseconds() < deadline else {
-                    throw SharedCacheError(
-                        .lockTimeout,
-                        "another process has been fetching \(url) for longer than \(timeout); "
-                            + "raise FetchOptions.waitTimeout or find the stuck process "
-                            + "(it holds \(directory.path)/\(name) open)",
-                        path: "\(directory.path)/\(name)")
-                }
+                guard Clock.monotonicNanoseconds() < deadline else { return (nil, waited) }
                 try await Task.sleep(nanoseconds: pause)
                 pause = min(pause * 2, 20_000_000)
             }

@@ -17,10 +17,14 @@ struct HTTPRulesTests {
     }
 
     @Test func cacheControlDirectives() {
+        // RFC 9111 §5.2.2.4: a qualified no-cache names fields; the response itself stays reusable.
         let response = CacheControl("public, max-age=60, must-revalidate, no-cache=\"Set-Cookie, X\"")
-        #expect(response.maxAge == 60 && response.mustRevalidate && response.noCache && !response.noStore)
+        #expect(response.maxAge == 60 && response.mustRevalidate && !response.noCache && !response.noStore)
+        #expect(response.noCacheFields == ["set-cookie", "x"] && response.isPublic)
         #expect(CacheControl("max-age=abc").maxAge == 0)  // malformed: the safe side
-        #expect(CacheControl("max-age=100, max-age=5").maxAge == 5)
+        // RFC 9111 §4.2.1: of conflicting values, the first or stale; stale is the safe side.
+        #expect(CacheControl("max-age=100, max-age=5").maxAge == 0)
+        #expect(CacheControl("max-age=5, max-age=5").maxAge == 5)
         #expect(CacheControl("MAX-AGE=\"7\"").maxAge == 7)
         let request = CacheControl("max-stale, min-fresh=10, only-if-cached, no-store")
         #expect(request.maxStale == .max && request.minFresh == 10 && request.onlyIfCached && request.noStore)
@@ -32,11 +36,12 @@ struct HTTPRulesTests {
         #expect(CacheControl("=, =5, max-age=") == onlyMaxAge)
     }
 
-    @Test func lifetimeComesFromMaxAgeThenExpiresThenTheOptInHeuristic() {
+    @Test func lifetimeComesFromMaxAgeThenExpiresThenTheHeuristic() {
         let now: Int64 = 1_700_000_000_000
         let date = HTTPDate.format(now)
         func lifetime(_ headers: HTTPHeaders, heuristic: Bool = false) -> Int64 {
-            Freshness.lifetime(status: 200, headers: headers, responseTime: now, heuristic: heuristic)
+            Freshness.lifetime(
+                status: 200, headers: headers, responseTime: now, heuristicCap: heuristic ? Freshness.heuristicCap : nil)
         }
         #expect(lifetime(["Cache-Control": "max-age=60", "Expires": HTTPDate.format(now + 999_000)]) == 60_000)
         #expect(lifetime(["Date": date, "Expires": HTTPDate.format(now + 120_000)]) == 120_000)

@@ -5,7 +5,9 @@ import SharedCacheCLI
 /// (`If-None-Match`, `If-Modified-Since`, `Accept-Language`) and its status.
 ///
 /// Started through ``LoopbackOrigin`` (as the benchmark's and the stress run's origins are),
-/// with a log format of its own. Locations: `/fresh/` adds `expires 1h` (long, so that a slow
+/// with a log format of its own. Locations: `/plain/` adds `Cache-Control: max-age=0` (stale at
+/// once, revalidated on every use; no heuristic freshness); `/heuristic/` adds nothing (its
+/// Last-Modified gives heuristic freshness); `/fresh/` adds `expires 1h` (long, so that a slow
 /// machine cannot outlast it); `/nostore/` adds `Cache-Control: no-store`;
 /// `/vary/page` serves `/vary/<language>.txt` by `Accept-Language` with `Vary` and an hour of
 /// freshness; `/slow/` sends at 1 MB/s, `/stall/` at 100 KB/s; `/things/` answers POST with 201.
@@ -41,6 +43,7 @@ final class Origin {
             map $http_accept_language $language { default en; ~^fr fr; }
             """
         let locations = """
+            location /plain/ { add_header Cache-Control max-age=0; }
             location /fresh/ { expires 1h; }
             location /nostore/ { add_header Cache-Control no-store; }
             location = /vary/page { add_header Vary Accept-Language; expires 1h; try_files /vary/$language.txt =404; }
@@ -50,7 +53,7 @@ final class Origin {
             """
         guard
             let server = try LoopbackOrigin(root: directory.path, http: http, locations: locations, populate: { www in
-                for folder in ["fresh", "nostore", "vary", "slow", "stall", "things", "plain"] {
+                for folder in ["fresh", "nostore", "vary", "slow", "stall", "things", "plain", "heuristic"] {
                     try FileManager.default.createDirectory(atPath: "\(www)/\(folder)", withIntermediateDirectories: true)
                 }
             })
