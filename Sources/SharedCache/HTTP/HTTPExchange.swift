@@ -308,37 +308,42 @@ struct HTTPExchange: Sendable {
     /// §15.3.7): a `206` with `Content-Range`, or a `416` when no byte satisfies it. `If-Range`
     /// (§13.1.5) must name the stored response by a strong entity tag or its exact
     /// `Last-Modified`, or the whole response is served.
-    private func sliced(_ result: FetchResult, validators: HTTPHeaders, status: CacheStatus) -> FetchResult {
-        var result = result
+    private func sliced(_ whole: FetchResult, validators: HTTPHeaders, status: CacheStatus) -> FetchResult {
+        var result = whole
         var status = status
-        defer { result.headers = served(result.headers, status) }
-        guard method == "GET", result.status == 200, let range = request.value(forHTTPHeaderField: "Range") else {
-            return result
+        switch rangeAnswer(length: whole.data.count, status: whole.status, validators: validators) {
+        case .whole:
+            break
+        case .slice(let bytes):
+            result.data = whole.data.subdata(in: bytes)
+            result.status = 206
+            result.headers.set("Content-Range", "bytes \(bytes.lowerBound)-\(bytes.upperBound - 1)/\(whole.data.count)")
+            result.headers.set("Content-Length", "\(bytes.count)")
+            status.detail = "range"
+        case .unsatisfiable:
+            result.data = Data()
+            result.status = 416
+            result.headers.set("Content-Range", "bytes */\(whole.data.count)")
+            result.headers.set("Content-Length", "0")
+            status.detail = "range"
+        }
+        result.headers = served(result.headers, status)
+        return result
+    }
+
+    /// What the request's `Range` asks of a stored response of `length` bytes.
+    private func rangeAnswer(length: Int, status: Int, validators: HTTPHeaders) -> ByteRange.Answer {
+        guard method == "GET", status == 200, let range = request.value(forHTTPHeaderField: "Range") else {
+            return .whole
         }
         if let condition = request.value(forHTTPHeaderField: "If-Range")?.trimmingSpaces() {
             let named =
                 condition.hasPrefix("\"")
                 ? validators["ETag"].map { !$0.hasPrefix("W/") && $0.trimmingSpaces() == condition } ?? false
                 : validators["Last-Modified"].map { $0.trimmingSpaces() == condition } ?? false
-            guard named else { return result }
+            guard named else { return .whole }
         }
-        let length = result.data.count
-        switch ByteRange.answer(range, length: length) {
-        case .whole:
-            return result
-        case .slice(let bytes):
-            result.data = result.data.subdata(in: bytes)
-            result.status = 206
-            result.headers.set("Content-Range", "bytes \(bytes.lowerBound)-\(bytes.upperBound - 1)/\(length)")
-            result.headers.set("Content-Length", "\(bytes.count)")
-        case .unsatisfiable:
-            result.data = Data()
-            result.status = 416
-            result.headers.set("Content-Range", "bytes */\(length)")
-            result.headers.set("Content-Length", "0")
-        }
-        status.detail = "range"
-        return result
+        return ByteRange.answer(range, length: length)
     }
 
     /// `headers` with this cache's `Cache-Status` member appended.
