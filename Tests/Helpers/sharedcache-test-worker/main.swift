@@ -22,7 +22,8 @@
 //       prints "puts=N hits=N misses=N violations=N".
 //   sharedcache-test-worker fetch DIR URL [START-AT]
 //       one fetch through the cache, begun at START-AT (milliseconds since the epoch) so several
-//       workers can start together; prints "source=S status=N bytes=N sha=HASH".
+//       workers can start together; waits for any background revalidation it started; prints
+//       "source=S status=N bytes=N sha=HASH".
 //   sharedcache-test-worker fetch-series DIR URL-PREFIX COUNT START-AT INTERVAL-MS
 //       COUNT fetches, of URL-PREFIX0.txt, URL-PREFIX1.txt, …, the i-th begun at START-AT + i ×
 //       INTERVAL-MS, so that several workers race on each URL in turn; prints one
@@ -287,6 +288,7 @@ do {
         let cache = try SharedCache(directory: directory, configuration: configuration)
         if arguments.count > 4, let startAt = Double(arguments[4]) { waitUntil(startAt) }
         let result = try await cache.fetch(URLRequest(url: URL(string: arguments[3])!), transport: DelayedTransport())
+        await cache.waitForBackgroundRevalidations()
         print("source=\(result.source) status=\(result.status) bytes=\(result.data.count) sha=\(KeyHash(key: String(decoding: result.data, as: UTF8.self)))")
 
     case "fetch-series":

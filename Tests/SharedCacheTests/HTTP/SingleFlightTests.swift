@@ -57,4 +57,82 @@ struct SingleFlightTests {
         #expect(perPath.count == trials)
         #expect(lines.joined().filter { $0 == "source=downloaded status=200" }.count == trials)
     }
+
+    /// Starts `count` `fetch` workers on `path` together, each holding every request it sends
+    /// back `delay` ms so the first one's is surely under way when the others look.
+    func fetchTogether(_ path: String, count: Int, delay: Int) throws -> [[String]] {
+        let startAt = Int((Date().timeIntervalSince1970 + 1.5) * 1000)
+        let workers = try (0..<count).map { _ in
+            try Worker.start(
+                ["fetch", directory("cache"), origin.url(path).absoluteString, "\(startAt)"],
+                environment: ["SHAREDCACHE_TEST_SEND_DELAY_MS": "\(delay)"])
+        }
+        return finish(workers)
+    }
+
+    /// Collapsed revalidation: processes that ask for a stale entry at the same time share one
+    /// conditional request and its 304 (as Varnish and nginx's proxy_cache_lock do).
+    @Test func sixProcessesRevalidatingOneStaleEntrySendOneConditionalRequest() async throws {
+        try origin.write("/plain/shared.txt", "shared body")
+        let cache = try SharedCache(directory: directory("cache"))
+        _ = try await cache.fetch(URLRequest(url: origin.url("/plain/shared.txt")))
+        let lines = try fetchTogether("/plain/shared.txt", count: 6, delay: 700)
+        let sources = lines.flatMap { $0 }.map { String($0.split(separator: " ")[0]) }
+        #expect(sources.filter { $0 == "source=revalidated" }.count == 1, "\(sources)")
+        #expect(sources.filter { $0 == "source=fresh" }.count == 5, "\(sources)")
+        #expect(origin.requests(atLeast: 2).map(\.status) == [200, 304])
+    }
+
+    /// RFC 5861 §3 across processes: every process serves the stale response at once, and one
+    /// of them revalidates it.
+    @Test func sixProcessesServingStaleWhileRevalidatingSendOneRequest() async throws {
+        try origin.write("/h/swr/shared.txt", "stale is fine")
+        let cache = try SharedCache(directory: directory("cache"))
+        _ = try await cache.fetch(URLRequest(url: origin.url("/h/swr/shared.txt")))
+        let lines = try fetchTogether("/h/swr/shared.txt", count: 6, delay: 700)
+        let sources = lines.flatMap { $0 }.map { String($0.split(separator: " ")[0]) }
+        #expect(sources.allSatisfy { $0 == "source=stale" }, "\(sources)")
+        #expect(origin.requests(atLeast: 2).map(\.status) == [200, 304])
+    }
+
+    /// A waiter is never worse off than without the cache: when the process holding the URL's
+    /// fetch lock is stopped (SIGSTOP), the waiter sends its own request after its
+    /// `waitTimeout`; once the holder is killed, the lock is free and the answer is stored.
+    @Test func aWaiterWhoseHolderIsStoppedFetchesForItself() async throws {
+        try origin.write("/fresh/held.txt", "held")
+        let cache = try SharedCache(directory: directory("cache"))
+        let url = origin.url("/fresh/held.txt")
+        let (holder, _, _) = try Worker.start(
+            ["fetch", directory("cache"), url.absoluteString], environment: ["SHAREDCACHE_TEST_SEND_DELAY_MS": "60000"])
+        defer {
+            kill(holder.processIdentifier, SIGKILL)
+            holder.waitUntilExit()
+        }
+        let hash = KeyHash(key: SharedCache.cacheKey(for: url))
+        let deadline = Date().addingTimeInterval(10)
+        var held = false
+        while !held && Date() < deadline {
+            let (lock, _) = try await FetchLock.acquire(
+                hash, in: cache.directory, timeout: .zero, describing: url.absoluteString)
+            held = lock == nil
+            lock?.release()
+            if !held { try await Task.sleep(for: .milliseconds(10)) }  // a bounded poll for the holder's lock
+        }
+        #expect(held)
+        kill(holder.processIdentifier, SIGSTOP)
+
+        let started = Date()
+        let options = FetchOptions(waitTimeout: .milliseconds(300))
+        let own = try await cache.fetch(URLRequest(url: url), options: options)
+        #expect(own.source == .downloaded && own.data == Data("held".utf8))
+        #expect(own.cacheStatus?.contains("detail=lock-timeout") == true && own.cacheStatus?.contains("stored") == false)
+        #expect(Date().timeIntervalSince(started) < 5)
+
+        kill(holder.processIdentifier, SIGKILL)
+        holder.waitUntilExit()
+        let stored = try await cache.fetch(URLRequest(url: url), options: options)
+        #expect(stored.source == .downloaded && stored.cacheStatus?.contains("stored") == true)
+        #expect(try await cache.fetch(URLRequest(url: url)).source == .fresh)
+        #expect(origin.requests(atLeast: 2).count == 2)  // the stopped holder never sent its request
+    }
 }
