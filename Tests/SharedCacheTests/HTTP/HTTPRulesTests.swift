@@ -216,4 +216,21 @@ struct HTTPRulesTests {
         collapsed.detail = "range"
         #expect(collapsed.description == "SharedCache; hit; collapsed; detail=range")
     }
+
+    @Test("RFC 9112 §7: the plain connection undoes chunked and keeps an unknown transfer coding as received")
+    func identityConnectionParsesResponses() throws {
+        let url = URL(string: "http://example.com/x")!
+        let chunked = try IdentityConnection.parse(
+            Data("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=1\r\nhello\r\n1\r\n!\r\n0\r\n\r\n".utf8),
+            method: "GET", url: url)
+        #expect(chunked.status == 200 && chunked.body == Data("hello!".utf8))
+        let unknown = try IdentityConnection.parse(
+            Data("HTTP/1.1 200 OK\r\nTransfer-Encoding: x-unknown\r\nContent-Encoding: x-other\r\n\r\nraw bytes".utf8),
+            method: "GET", url: url)
+        #expect(unknown.body == Data("raw bytes".utf8) && unknown.headers["Content-Encoding"] == "x-other")
+        let sized = try IdentityConnection.parse(
+            Data("HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\n\r\nabcdef".utf8), method: "GET", url: url)
+        #expect(sized.status == 404 && sized.body == Data("abc".utf8))
+        #expect(throws: URLError.self) { try IdentityConnection.parse(Data("garbage".utf8), method: "GET", url: url) }
+    }
 }
