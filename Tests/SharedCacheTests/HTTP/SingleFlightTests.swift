@@ -59,24 +59,30 @@ struct SingleFlightTests {
     }
 
     /// Starts `count` `fetch` workers on `path` together, each holding every request it sends
-    /// back `delay` ms so the first one's is surely under way when the others look.
-    func fetchTogether(_ path: String, count: Int, delay: Int) throws -> [[String]] {
+    /// back `delay` ms so the first one's is surely under way when the others look; the odd
+    /// ones pause `pause` ms between their lookup and the lock.
+    func fetchTogether(_ path: String, count: Int, delay: Int, pause: Int = 0) throws -> [[String]] {
         let startAt = Int((Date().timeIntervalSince1970 + 2.5) * 1000)
-        let workers = try (0..<count).map { _ in
+        let workers = try (0..<count).map { number in
             try Worker.start(
                 ["fetch", directory("cache"), origin.url(path).absoluteString, "\(startAt)"],
-                environment: ["SHAREDCACHE_TEST_SEND_DELAY_MS": "\(delay)"])
+                environment: [
+                    "SHAREDCACHE_TEST_SEND_DELAY_MS": "\(delay)",
+                    "SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK_MS": number % 2 == 1 ? "\(pause)" : "0",
+                ])
         }
         return finish(workers)
     }
 
     /// Collapsed revalidation: processes that ask for a stale entry at the same time share one
-    /// conditional request and its 304 (as Varnish and nginx's proxy_cache_lock do).
+    /// conditional request and its 304 (as Varnish and nginx's proxy_cache_lock do) — those
+    /// that wait for the lock, and those that get it just after the 304 came back (the odd
+    /// ones pause past it between their lookup and the lock, and used to send their own).
     @Test func sixProcessesRevalidatingOneStaleEntrySendOneConditionalRequest() async throws {
         try origin.write("/plain/shared.txt", "shared body")
         let cache = try SharedCache(directory: directory("cache"))
         _ = try await cache.fetch(URLRequest(url: origin.url("/plain/shared.txt")))
-        let lines = try fetchTogether("/plain/shared.txt", count: 6, delay: 1000)
+        let lines = try fetchTogether("/plain/shared.txt", count: 6, delay: 1000, pause: 1300)
         let sources = lines.flatMap { $0 }.map { String($0.split(separator: " ")[0]) }
         #expect(sources.filter { $0 == "source=revalidated" }.count == 1, "\(sources)")
         #expect(sources.filter { $0 == "source=fresh" }.count == 5, "\(sources)")
