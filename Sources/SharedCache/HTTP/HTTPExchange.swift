@@ -95,7 +95,8 @@ struct HTTPExchange: Sendable {
         #endif
         let before = lookup.candidate?.version
         let (lock, _) = try await FetchLock.acquire(
-            KeyHash(key: primaryKey), in: cache.directory, timeout: options.waitTimeout, describing: url.absoluteString)
+            KeyHash(key: primaryKey), in: cache.directory, timeout: options.waitTimeout,
+            stalledAfter: options.stalledFetchTimeout, describing: url.absoluteString)
         defer { lock?.release() }
         // Look again after every acquisition: whoever held the lock a moment ago may have stored
         // or revalidated this URL since the lookup above. A version that arrived after this

@@ -28,12 +28,17 @@ public struct FetchOptions: Sendable, Hashable {
     /// waited this long (the other one is hung, stopped or just slower) sends its own request
     /// rather than fail, and stores the answer if the URL's lock is free by then.
     public var waitTimeout: Duration
+    /// How long to wait without a sign of life from the process or task fetching the same URL
+    /// (it shows one every second while it fetches) before sending this fetch's own request: a
+    /// stopped or hung holder is passed after this, not after ``waitTimeout``.
+    public var stalledFetchTimeout: Duration
 
     public init(
         forceRefresh: Bool = false, onlyFromCache: Bool = false, staleIfError: Bool = false,
         heuristicFreshness: Bool = true, heuristicFreshnessLimit: Duration = .seconds(86_400),
-        waitTimeout: Duration = .seconds(60)
+        waitTimeout: Duration = .seconds(60), stalledFetchTimeout: Duration = .seconds(5)
     ) {
+        self.stalledFetchTimeout = stalledFetchTimeout
         self.forceRefresh = forceRefresh
         self.onlyFromCache = onlyFromCache
         self.staleIfError = staleIfError
@@ -99,8 +104,9 @@ extension SharedCache {
     ///   process evicts the entry meanwhile. A 304 freshens the entry for every process.
     /// - One request per URL is in flight across all processes: a fetch that finds another
     ///   under way waits for it, then uses its result — a download, or a revalidation shared
-    ///   by everyone who asked meanwhile. After ``FetchOptions/waitTimeout`` it gives up waiting
-    ///   and sends its own request.
+    ///   by everyone who asked meanwhile. After ``FetchOptions/waitTimeout``, or
+    ///   ``FetchOptions/stalledFetchTimeout`` without a sign of life from the other fetch, it gives
+    ///   up waiting and sends its own request.
     /// - Every result carries an RFC 9211 `Cache-Status` (``FetchResult/cacheStatus``).
     /// - Unsafe methods (POST, PUT, DELETE, …) pass through; on success they invalidate what is
     ///   stored for their URL and their `Location` / `Content-Location`.

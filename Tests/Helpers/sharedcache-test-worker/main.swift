@@ -23,7 +23,8 @@
 //   sharedcache-test-worker fetch DIR URL [START-AT]
 //       one fetch through the cache, begun at START-AT (milliseconds since the epoch) so several
 //       workers can start together; waits for any background revalidation it started; prints
-//       "source=S status=N bytes=N sha=HASH".
+//       "source=S status=N bytes=N sha=HASH". With SHAREDCACHE_TEST_SEND_DELAY_MS, says "sending"
+//       on standard error as it starts holding a request back.
 //   sharedcache-test-worker fetch-series DIR URL-PREFIX COUNT START-AT INTERVAL-MS
 //       COUNT fetches, of URL-PREFIX0.txt, URL-PREFIX1.txt, …, the i-th begun at START-AT + i ×
 //       INTERVAL-MS, so that several workers race on each URL in turn; prints one
@@ -68,12 +69,16 @@ func waitUntil(_ milliseconds: Double) {
     if delay > 0 { usleep(UInt32(delay * 1_000_000)) }
 }
 
-/// URLSession, with every request held back SHAREDCACHE_TEST_SEND_DELAY_MS first.
+/// URLSession, with every request held back SHAREDCACHE_TEST_SEND_DELAY_MS first; says
+/// "sending" on standard error as it starts holding one back (the URL's fetch lock is held then).
 struct DelayedTransport: HTTPTransport {
     let delay = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_SEND_DELAY_MS"].flatMap(Int.init) ?? 0
 
     func send(_ request: URLRequest) async throws -> TransportResponse {
-        if delay > 0 { try await Task.sleep(for: .milliseconds(delay)) }
+        if delay > 0 {
+            FileHandle.standardError.write(Data("sending\n".utf8))
+            try await Task.sleep(for: .milliseconds(delay))
+        }
         return try await URLSessionTransport().send(request)
     }
 }

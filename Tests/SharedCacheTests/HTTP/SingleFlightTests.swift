@@ -101,33 +101,40 @@ struct SingleFlightTests {
         #expect(origin.requests(atLeast: 2).map(\.status) == [200, 304])
     }
 
+    /// Starts a `fetch` worker on `url` that holds its request back `delay` ms, and returns
+    /// once it says it is holding it back (so it holds the URL's fetch lock): a signal through
+    /// its standard error, not a poll that a busy test process could miss.
+    func startHolder(_ url: URL, delay: Int) throws -> Process {
+        let (holder, _, errors) = try Worker.start(
+            ["fetch", directory("cache"), url.absoluteString], environment: ["SHAREDCACHE_TEST_SEND_DELAY_MS": "\(delay)"])
+        var said = Data()
+        while !String(decoding: said, as: UTF8.self).contains("sending\n") {
+            let more = errors.fileHandleForReading.availableData
+            guard !more.isEmpty else {
+                Issue.record("the holder exited before sending: \(String(decoding: said, as: UTF8.self))")
+                break
+            }
+            said += more
+        }
+        return holder
+    }
+
     /// A waiter is never worse off than without the cache: when the process holding the URL's
-    /// fetch lock is stopped (SIGSTOP), the waiter sends its own request after its
-    /// `waitTimeout`; once the holder is killed, the lock is free and the answer is stored.
+    /// fetch lock is stopped (SIGSTOP), its heartbeat stops, and the waiter sends its own request
+    /// after `stalledFetchTimeout` (not after `waitTimeout`); once the holder is killed, the lock
+    /// is free and the answer is stored.
     @Test func aWaiterWhoseHolderIsStoppedFetchesForItself() async throws {
         try origin.write("/fresh/held.txt", "held")
         let cache = try SharedCache(directory: directory("cache"))
         let url = origin.url("/fresh/held.txt")
-        let (holder, _, _) = try Worker.start(
-            ["fetch", directory("cache"), url.absoluteString], environment: ["SHAREDCACHE_TEST_SEND_DELAY_MS": "60000"])
+        let holder = try startHolder(url, delay: 60_000)
         defer {
             kill(holder.processIdentifier, SIGKILL)
             holder.waitUntilExit()
         }
-        let hash = KeyHash(key: SharedCache.cacheKey(for: url))
-        let deadline = Date().addingTimeInterval(30)
-        var held = false
-        while !held && Date() < deadline {
-            let (lock, _) = try await FetchLock.acquire(
-                hash, in: cache.directory, timeout: .zero, describing: url.absoluteString)
-            held = lock == nil
-            lock?.release()
-            if !held { try await Task.sleep(for: .milliseconds(10)) }  // a bounded poll for the holder's lock
-        }
-        #expect(held)
         kill(holder.processIdentifier, SIGSTOP)
 
-        let options = FetchOptions(waitTimeout: .milliseconds(300))
+        let options = FetchOptions(waitTimeout: .seconds(60), stalledFetchTimeout: .milliseconds(1500))
         let own = try await cache.fetch(URLRequest(url: url), options: options)
         #expect(own.source == .downloaded && own.data == Data("held".utf8))
         // It gave up waiting (not: got the lock), and could not store while the holder held it.
@@ -139,5 +146,33 @@ struct SingleFlightTests {
         #expect(stored.source == .downloaded && stored.cacheStatus?.contains("stored") == true)
         #expect(try await cache.fetch(URLRequest(url: url)).source == .fresh)
         #expect(origin.requests(atLeast: 2).count == 2)  // the stopped holder never sent its request
+    }
+
+    /// A waiter past its own `waitTimeout` goes too, whatever the holder does.
+    @Test func aWaiterPastItsWaitTimeoutFetchesForItself() async throws {
+        try origin.write("/fresh/slow-holder.txt", "slow")
+        let cache = try SharedCache(directory: directory("cache"))
+        let url = origin.url("/fresh/slow-holder.txt")
+        let holder = try startHolder(url, delay: 60_000)
+        defer {
+            kill(holder.processIdentifier, SIGKILL)
+            holder.waitUntilExit()
+        }
+        let own = try await cache.fetch(URLRequest(url: url), options: FetchOptions(waitTimeout: .milliseconds(300)))
+        #expect(own.source == .downloaded && own.cacheStatus?.contains("detail=lock-timeout") == true)
+    }
+
+    /// A holder that is slow but alive (it shows a sign of life every second) is waited for,
+    /// and its answer shared: one request in nginx's log.
+    @Test func aWaiterWaitsForASlowButLiveHolder() async throws {
+        try origin.write("/fresh/alive.txt", "alive")
+        let cache = try SharedCache(directory: directory("cache"))
+        let url = origin.url("/fresh/alive.txt")
+        let holder = try startHolder(url, delay: 3500)
+        let options = FetchOptions(waitTimeout: .seconds(60), stalledFetchTimeout: .milliseconds(2500))
+        let shared = try await cache.fetch(URLRequest(url: url), options: options)
+        holder.waitUntilExit()
+        #expect(shared.source == .fresh && shared.data == Data("alive".utf8))
+        #expect(origin.requests(atLeast: 1).count == 1)
     }
 }
