@@ -14,10 +14,11 @@ extension Command {
         synopsis: "URL [-o FILE] [-H 'Name: value']... [-X METHOD] [--data-binary @FILE] [--force-refresh] [--offline]",
         summary: """
             Request URL through the cache: no request while the stored response is fresh, a
-            conditional GET when it needs revalidating, a plain request otherwise. The body goes to
-            standard output or FILE; standard error says whether it was fresh, revalidated,
-            downloaded or offline. With --json, standard output gets that, the status and the
-            headers as served instead, and the body goes only to -o FILE.
+            conditional GET when it needs revalidating, a plain request otherwise (RFC 9111, as a
+            private cache). The body goes to standard output or FILE; standard error says whether
+            it was fresh, revalidated, downloaded, offline or stale. With --json, standard output
+            gets that, the status, the RFC 9211 Cache-Status and the headers as served instead,
+            and the body goes only to -o FILE.
             """,
         options: [
             (.value("-o", "--output"), "write the body to FILE instead of standard output"),
@@ -39,7 +40,12 @@ extension Command {
         let terminal = invocation.terminal
         let transport: any HTTPTransport =
             terminal.stderrIsTerminal ? ProgressTransport(progress: ProgressLine(terminal: terminal)) : URLSessionTransport()
-        let result = try runBlocking { try await cache.fetch(request, options: options, transport: transport) }
+        let result = try runBlocking {
+            let result = try await cache.fetch(request, options: options, transport: transport)
+            // A stale-while-revalidate answer left a revalidation running: let it finish.
+            await cache.waitForBackgroundRevalidations()
+            return result
+        }
 
         if let output = invocation.arguments.value("-o") {
             do {
@@ -94,6 +100,8 @@ struct FetchJSON: Encodable {
     var source: String
     var status: Int
     var bytes: Int
+    /// What the cache did, as its RFC 9211 `Cache-Status` member (`SharedCache; hit; ttl=N`, …).
+    var cacheStatus: String?
     /// Header fields in order, as served: `[name, value]` pairs (a name may repeat).
     var headers: [[String]]
 
@@ -102,6 +110,7 @@ struct FetchJSON: Encodable {
         source = result.source.rawValue
         status = result.status
         bytes = result.data.count
+        cacheStatus = result.cacheStatus
         headers = result.headers.map { [$0.name, $0.value] }
     }
 }

@@ -1,10 +1,28 @@
-/// The `Cache-Control` directives a private cache acts on (RFC 9111 §5.2), from a request or
-/// a response. Unknown directives are ignored; a malformed number counts as 0, the safe side.
+/// The `Cache-Control` directives a private cache acts on (RFC 9111 §5.2, RFC 5861, RFC 8246),
+/// from a request or a response. Unknown directives are ignored, and so is `s-maxage` (for
+/// shared caches only, §5.2.2.10); a malformed number counts as 0, the safe side.
 struct CacheControl: Sendable, Equatable {
+    /// `max-age`; two that disagree count as 0 (§4.2.1: the first, or stale — stale is safe).
     var maxAge: Int64?
+    /// Unqualified `no-cache`: revalidate every use.
     var noCache = false
+    /// The fields named by a qualified `no-cache="…"` (§5.2.2.4), lowercase: the rest of the
+    /// response may be reused, these fields not without revalidation.
+    var noCacheFields: [String] = []
     var noStore = false
     var mustRevalidate = false
+    /// `public` (§5.2.2.9): storable, and heuristically cacheable, whatever the status.
+    var isPublic = false
+    /// `private`, qualified or not (§5.2.2.7): a private cache may store it all.
+    var isPrivate = false
+    /// `must-understand` (§5.2.2.3): store only a status code the cache understands.
+    var mustUnderstand = false
+    /// `immutable` (RFC 8246): a fresh response is not revalidated on a reload.
+    var immutable = false
+    /// `stale-while-revalidate` (RFC 5861 §3), seconds.
+    var staleWhileRevalidate: Int64?
+    /// `stale-if-error` (RFC 5861 §4), seconds; in a request or a response.
+    var staleIfError: Int64?
     /// Request only: `max-stale` without a value accepts any staleness (`Int64.max`).
     var maxStale: Int64?
     var minFresh: Int64?
@@ -19,18 +37,41 @@ struct CacheControl: Sendable, Equatable {
             let parts = directive.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = parts[0].trimmingSpaces().lowercased()
             let argument = parts.count > 1 ? parts[1].trimmingSpaces().trimmingQuotes() : nil
-            let seconds = argument.map { Int64($0).map { max(0, $0) } ?? 0 }
+            let seconds = argument.map(Self.deltaSeconds)
             switch name {
-            case "max-age": maxAge = maxAge.map { min($0, seconds ?? 0) } ?? seconds ?? 0
-            case "no-cache": noCache = true
+            case "max-age":
+                let value = seconds ?? 0
+                maxAge = maxAge.map { $0 == value ? value : 0 } ?? value
+            case "no-cache":
+                if let argument, !argument.isEmpty {
+                    noCacheFields += argument.split(separator: ",").map { $0.trimmingSpaces().lowercased() }
+                        .filter { !$0.isEmpty }
+                } else {
+                    noCache = true
+                }
             case "no-store": noStore = true
             case "must-revalidate": mustRevalidate = true
+            case "public": isPublic = true
+            case "private": isPrivate = true
+            case "must-understand": mustUnderstand = true
+            case "immutable": immutable = true
+            case "stale-while-revalidate": staleWhileRevalidate = seconds ?? 0
+            case "stale-if-error": staleIfError = seconds ?? 0
             case "max-stale": maxStale = seconds ?? .max
             case "min-fresh": minFresh = seconds ?? 0
             case "only-if-cached": onlyIfCached = true
             default: break
             }
         }
+    }
+
+    /// `delta-seconds = 1*DIGIT` (§1.2.2): too large for the cache saturates at 2³¹; anything
+    /// else (a sign, a fraction, a letter) counts as 0.
+    static func deltaSeconds(_ text: String) -> Int64 {
+        guard !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else {
+            return 0
+        }
+        return Int64(text).map { min($0, 1 << 31) } ?? 1 << 31
     }
 
     /// Splits on commas outside quoted strings (`no-cache="a, b"` is one directive).

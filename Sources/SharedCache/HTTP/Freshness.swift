@@ -1,35 +1,74 @@
-/// RFC 9111 freshness for a private cache, in milliseconds.
+/// RFC 9111 storing and freshness for a private cache, in milliseconds.
 enum Freshness {
-    /// Statuses a response may be stored with (RFC 9110 §15.1, heuristically cacheable ones).
-    static let storableStatuses: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
-    /// Heuristic freshness (opt-in) is 10 % of the time since Last-Modified, at most a day.
+    /// Status codes heuristically cacheable by default (RFC 9110 §15.1): only these may be
+    /// given a heuristic lifetime, unless the response says `public`.
+    static let heuristicStatuses: Set<Int> = [200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501]
+    /// Status codes whose caching rules this cache implements, for `must-understand` (§5.2.2.3).
+    static let understoodStatuses: Set<Int> = heuristicStatuses.subtracting([206]).union([302, 303, 307, 400, 403, 500, 502, 503, 504])
+    /// Heuristic freshness is 10 % of the time since Last-Modified (§4.2.2), capped.
     static let heuristicFraction: Int64 = 10
+    /// The default cap on a heuristic lifetime: a day.
     static let heuristicCap: Int64 = 24 * 3600 * 1000
 
+    /// Whether RFC 9111 §3 lets a private cache store `response` to a GET: a final status (not
+    /// 206 — this cache does not combine partial content — nor 304), no `no-store` (unless
+    /// `must-understand` with an understood status), and one of: `public`, `private`, `max-age`,
+    /// `Expires`, or a heuristically cacheable status. `s-maxage` and the `Authorization` rule
+    /// (§3.5) are for shared caches and play no part.
+    static func isStorable(status: Int, headers: HTTPHeaders) -> Bool {
+        guard (200..<600).contains(status), status != 206, status != 304 else { return false }
+        let directives = CacheControl(headers["Cache-Control"])
+        if directives.mustUnderstand {
+            guard understoodStatuses.contains(status) else { return false }
+        } else if directives.noStore {
+            return false
+        }
+        return directives.isPublic || directives.isPrivate || directives.maxAge != nil || headers["Expires"] != nil
+            || heuristicStatuses.contains(status)
+    }
+
     /// How long a response stays fresh (§4.2.1): `max-age`, else `Expires` − `Date`, else the
-    /// heuristic when allowed, else 0 (revalidate every time). `no-cache` means 0.
-    static func lifetime(status: Int, headers: HTTPHeaders, responseTime: Int64, heuristic: Bool) -> Int64 {
+    /// heuristic (§4.2.2) when `heuristicCap` is given and the status or `public` allows it,
+    /// else 0 (revalidate every time). `no-cache` means 0.
+    ///
+    /// - Parameter heuristicCap: the most a heuristic lifetime may be, in milliseconds; `nil`
+    ///   turns the heuristic off.
+    static func lifetime(status: Int, headers: HTTPHeaders, responseTime: Int64, heuristicCap: Int64?) -> Int64 {
         let directives = CacheControl(headers["Cache-Control"])
         if directives.noCache { return 0 }
-        if let maxAge = directives.maxAge { return maxAge.multipliedReportingOverflow(by: 1000).overflow ? .max : maxAge * 1000 }
-        let date = headers["Date"].flatMap(HTTPDate.parse) ?? responseTime
+        if let maxAge = directives.maxAge { return maxAge.saturatingMilliseconds }
+        let date = headers["Date"].flatMap { HTTPDate.parse($0) } ?? responseTime
         if let expires = headers["Expires"] {
-            // An invalid date, such as "0", means already expired (§5.3).
+            // An invalid date, such as "0", means already expired (§5.3); so do two Expires
+            // fields, which join into no date at all (§4.2.1: the first, or stale).
             guard let expiresAt = HTTPDate.parse(expires) else { return 0 }
             return max(0, expiresAt - date)
         }
-        if heuristic, let lastModified = headers["Last-Modified"].flatMap(HTTPDate.parse) {
+        if let heuristicCap, heuristicStatuses.contains(status) || directives.isPublic,
+            let lastModified = headers["Last-Modified"].flatMap({ HTTPDate.parse($0) })
+        {
             return min(max(0, date - lastModified) / heuristicFraction, heuristicCap)
         }
         return 0
     }
 
+    /// The `Age` value in seconds (§5.1): the first member of a list, `nil` if that is not
+    /// `delta-seconds` (an invalid Age is ignored).
+    static func ageValue(_ value: String?) -> Int64? {
+        guard let first = value?.split(separator: ",", omittingEmptySubsequences: false).first else { return nil }
+        let text = first.trimmingSpaces()
+        guard !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else {
+            return nil
+        }
+        return CacheControl.deltaSeconds(text)
+    }
+
     /// When the response was generated, by the origin's clock corrected for transit (§4.2.3):
     /// its age at any later time is that time minus this.
     static func birth(requestTime: Int64, responseTime: Int64, headers: HTTPHeaders) -> Int64 {
-        let date = headers["Date"].flatMap(HTTPDate.parse) ?? responseTime
+        let date = headers["Date"].flatMap { HTTPDate.parse($0) } ?? responseTime
         let apparentAge = max(0, responseTime - date)
-        let ageValue = headers["Age"].flatMap { Int64($0.trimmingSpaces()) }.map { max(0, $0) * 1000 } ?? 0
+        let ageValue = (ageValue(headers["Age"]) ?? 0) * 1000
         let correctedAgeValue = ageValue + max(0, responseTime - requestTime)
         return responseTime - max(apparentAge, correctedAgeValue)
     }

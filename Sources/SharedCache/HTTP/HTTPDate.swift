@@ -5,50 +5,162 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import SharedCachePlatform
 
 /// HTTP dates (RFC 9110 §5.6.7), in milliseconds since the Unix epoch.
 ///
-/// Parses the preferred IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) and the two obsolete
-/// forms a recipient must still accept: RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and
-/// asctime (`Sun Nov  6 08:49:37 1994`).
+/// Exactly the three grammars a recipient must accept, case-sensitive as the RFC writes them:
+///
+/// ```
+/// IMF-fixdate  = day-name "," SP 2DIGIT SP month SP 4DIGIT SP time-of-day SP "GMT"
+///                ; Sun, 06 Nov 1994 08:49:37 GMT
+/// rfc850-date  = day-name-l "," SP 2DIGIT "-" month "-" 2DIGIT SP time-of-day SP "GMT"
+///                ; Sunday, 06-Nov-94 08:49:37 GMT
+/// asctime-date = day-name SP month SP ( 2DIGIT / ( SP DIGIT ) ) SP time-of-day SP 4DIGIT
+///                ; Sun Nov  6 08:49:37 1994
+/// time-of-day  = 2DIGIT ":" 2DIGIT ":" 2DIGIT   ; 00:00:00 - 23:59:60 (leap second)
+/// ```
+///
+/// Anything else — `UTC` for `GMT`, a missing comma, an extra space, a one-digit hour, a day
+/// the month does not have — is not a date: in `Expires` it means already expired (RFC 9111
+/// §5.3). The weekday is checked for spelling, not against the date (the RFC asks no more).
 enum HTTPDate {
-    private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
     private static let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+    private static let longWeekdays = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
 
-    static func parse(_ text: String) -> Int64? {
-        let tokens = text.split { $0 == " " || $0 == "," || $0 == "-" }.map(String.init)
-        var day: Int?, month: Int?, year: Int?, time: [Int]?
-        for token in tokens.dropFirst() {  // the weekday carries nothing
-            if token.contains(":") {
-                let parts = token.split(separator: ":").compactMap { Int($0) }
-                guard parts.count == 3 else { return nil }
-                time = parts
-            } else if let number = Int(token), token.allSatisfy(\.isASCII) {
-                if day == nil && number <= 31 && token.count <= 2 {
-                    day = number
-                } else if token.count == 4 && (1900...9999).contains(number) || token.count == 2 {
-                    year = number
-                } else {
-                    return nil
-                }
-            } else if let index = months.firstIndex(of: token.lowercased()) {
-                month = index
-            } else if token != "GMT" && token != "UTC" {
-                return nil
+    /// Parses one HTTP-date (surrounding spaces and tabs, which are not part of a field value,
+    /// set aside); `nil` for anything that is not one.
+    ///
+    /// - Parameter now: the current time, for RFC 850's two-digit years (RFC 9110 §5.6.7: a year
+    ///   that appears to be more than 50 years in the future is the most recent past year with
+    ///   the same last two digits).
+    static func parse(_ text: String, now: Int64 = Clock.nowMilliseconds()) -> Int64? {
+        var scanner = Scanner(Array(text.trimmingSpaces().utf8))
+        let fields: Fields?
+        if scanner.peekWord(in: longWeekdays) != nil, let rfc850 = parseRFC850(&scanner, now: now) {
+            fields = rfc850
+        } else {
+            scanner = Scanner(Array(text.trimmingSpaces().utf8))
+            guard scanner.word(in: weekdays) != nil else { return nil }
+            if scanner.literal(",") {
+                fields = parseIMFFixdate(&scanner)
+            } else {
+                fields = parseAsctime(&scanner)
             }
         }
-        guard let day, let month, var year, let time, (1...31).contains(day), time[0] < 24, time[1] < 60,
-            time[2] <= 60
+        guard let fields, scanner.isAtEnd else { return nil }
+        return fields.milliseconds
+    }
+
+    private struct Fields {
+        var year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int
+
+        var milliseconds: Int64? {
+            let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+            let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+            guard (1...lengths[month]).contains(day), hour < 24, minute < 60, second <= 60 else { return nil }
+            var fields = tm()
+            fields.tm_year = Int32(year - 1900)
+            fields.tm_mon = Int32(month)
+            fields.tm_mday = Int32(day)
+            fields.tm_hour = Int32(hour)
+            fields.tm_min = Int32(minute)
+            fields.tm_sec = Int32(second)
+            return Int64(timegm(&fields)) * 1000
+        }
+    }
+
+    /// After `day-name ","`: `SP 2DIGIT SP month SP 4DIGIT SP time-of-day SP "GMT"`.
+    private static func parseIMFFixdate(_ scanner: inout Scanner) -> Fields? {
+        guard scanner.literal(" "), let day = scanner.digits(2), scanner.literal(" "),
+            let month = scanner.word(in: months), scanner.literal(" "), let year = scanner.digits(4),
+            scanner.literal(" "), let time = scanner.timeOfDay(), scanner.literal(" GMT")
         else { return nil }
-        if year < 100 { year += year < 70 ? 2000 : 1900 }  // RFC 850's two-digit years
-        var fields = tm()
-        fields.tm_year = Int32(year - 1900)
-        fields.tm_mon = Int32(month)
-        fields.tm_mday = Int32(day)
-        fields.tm_hour = Int32(time[0])
-        fields.tm_min = Int32(time[1])
-        fields.tm_sec = Int32(time[2])
-        return Int64(timegm(&fields)) * 1000
+        return Fields(year: year, month: month, day: day, hour: time.0, minute: time.1, second: time.2)
+    }
+
+    /// `day-name-l "," SP 2DIGIT "-" month "-" 2DIGIT SP time-of-day SP "GMT"`.
+    private static func parseRFC850(_ scanner: inout Scanner, now: Int64) -> Fields? {
+        guard scanner.word(in: longWeekdays) != nil, scanner.literal(", "), let day = scanner.digits(2),
+            scanner.literal("-"), let month = scanner.word(in: months), scanner.literal("-"),
+            let twoDigits = scanner.digits(2), scanner.literal(" "), let time = scanner.timeOfDay(),
+            scanner.literal(" GMT")
+        else { return nil }
+        var seconds = time_t(now / 1000)
+        var current = tm()
+        gmtime_r(&seconds, &current)
+        let thisYear = Int(current.tm_year) + 1900
+        var year = thisYear - thisYear % 100 + twoDigits
+        if year > thisYear + 50 { year -= 100 }
+        return Fields(year: year, month: month, day: day, hour: time.0, minute: time.1, second: time.2)
+    }
+
+    /// After `day-name`: `SP month SP ( 2DIGIT / ( SP DIGIT ) ) SP time-of-day SP 4DIGIT`.
+    private static func parseAsctime(_ scanner: inout Scanner) -> Fields? {
+        guard scanner.literal(" "), let month = scanner.word(in: months), scanner.literal(" ") else { return nil }
+        let day: Int
+        if scanner.literal(" ") {
+            guard let digit = scanner.digits(1) else { return nil }
+            day = digit
+        } else {
+            guard let digits = scanner.digits(2) else { return nil }
+            day = digits
+        }
+        guard scanner.literal(" "), let time = scanner.timeOfDay(), scanner.literal(" "), let year = scanner.digits(4)
+        else { return nil }
+        return Fields(year: year, month: month, day: day, hour: time.0, minute: time.1, second: time.2)
+    }
+
+    /// A cursor over ASCII bytes; every method consumes only what it matched.
+    private struct Scanner {
+        let bytes: [UInt8]
+        var position = 0
+
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+        var isAtEnd: Bool { position == bytes.count }
+
+        mutating func literal(_ text: StaticString) -> Bool {
+            let expected = UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
+            guard bytes.count - position >= expected.count,
+                zip(bytes[position...], expected).allSatisfy({ $0 == $1 })
+            else { return false }
+            position += expected.count
+            return true
+        }
+
+        /// Exactly `count` ASCII digits.
+        mutating func digits(_ count: Int) -> Int? {
+            guard bytes.count - position >= count else { return nil }
+            var value = 0
+            for byte in bytes[position..<position + count] {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            }
+            position += count
+            return value
+        }
+
+        /// `2DIGIT ":" 2DIGIT ":" 2DIGIT`, ranges checked later.
+        mutating func timeOfDay() -> (Int, Int, Int)? {
+            guard let hour = digits(2), literal(":"), let minute = digits(2), literal(":"), let second = digits(2)
+            else { return nil }
+            return (hour, minute, second)
+        }
+
+        /// The index of the word of `words` that comes next, exactly as spelled.
+        mutating func word(in words: [String]) -> Int? {
+            guard let index = peekWord(in: words) else { return nil }
+            position += words[index].utf8.count
+            return index
+        }
+
+        func peekWord(in words: [String]) -> Int? {
+            words.firstIndex { word in
+                bytes.count - position >= word.utf8.count && zip(bytes[position...], word.utf8).allSatisfy { $0 == $1 }
+            }
+        }
     }
 
     /// The IMF-fixdate of `milliseconds`.
@@ -57,8 +169,7 @@ enum HTTPDate {
         var fields = tm()
         gmtime_r(&seconds, &fields)
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        let month = months[Int(fields.tm_mon)]
-        return "\(weekdays[Int(fields.tm_wday)]), \(two(fields.tm_mday)) \(month.prefix(1).uppercased() + month.dropFirst()) "
+        return "\(weekdays[Int(fields.tm_wday)]), \(two(fields.tm_mday)) \(months[Int(fields.tm_mon)]) "
             + "\(fields.tm_year + 1900) \(two(fields.tm_hour)):\(two(fields.tm_min)):\(two(fields.tm_sec)) GMT"
     }
 }

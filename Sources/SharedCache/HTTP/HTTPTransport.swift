@@ -44,8 +44,23 @@ public struct URLSessionTransport: HTTPTransport {
         return URLSession(configuration: configuration)
     }()
 
+    /// Sends `request`. A GET or HEAD to an `http` URL whose response URLSession fails to
+    /// decode (libcurl, under URLSession on Linux, refuses a `Content-Encoding` or
+    /// `Transfer-Encoding` it does not know) is sent again over a plain connection that keeps the
+    /// body's coding as received (RFC 9110 §8.4). Over https the failure stands.
     public func send(_ request: URLRequest) async throws -> TransportResponse {
-        let (body, response) = try await session.data(for: request)
+        let body: Data
+        let response: URLResponse
+        do {
+            (body, response) = try await session.data(for: request)
+        } catch let error as URLError
+            where [.unknown, .cannotDecodeContentData, .cannotDecodeRawData].contains(error.code)
+            && request.url?.scheme?.lowercased() == "http"
+            && ["GET", "HEAD"].contains((request.httpMethod ?? "GET").uppercased())
+        {
+            guard let received = try? await IdentityConnection.send(request) else { throw error }
+            return received
+        }
         guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
         var headers = HTTPHeaders()
         for (name, value) in http.allHeaderFields {

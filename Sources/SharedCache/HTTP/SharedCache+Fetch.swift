@@ -6,29 +6,45 @@ import SharedCacheEngine
 
 /// How ``SharedCache/fetch(_:options:transport:)`` may use the cache and the network.
 public struct FetchOptions: Sendable, Hashable {
-    /// Send an unconditional request whatever is stored; the response is still stored.
+    /// Send an unconditional request whatever is stored; the response is still stored. The only
+    /// way to revalidate an `immutable` response while it is fresh (RFC 8246).
     public var forceRefresh: Bool
     /// Never touch the network: serve what is stored, however stale, or fail with
     /// ``SharedCacheError/Code/notCached``.
     public var onlyFromCache: Bool
-    /// When the network fails or the origin answers 5xx, serve the stored response (unless it
-    /// says `must-revalidate`) as ``FetchSource/offline``.
+    /// When the network fails or the origin answers 5xx, serve the stored response however
+    /// stale (unless it says `must-revalidate` or `no-cache`) as ``FetchSource/offline``.
+    /// Without it, a `stale-if-error` directive in the response or the request (RFC 5861 §4)
+    /// still allows as much staleness as it names.
     public var staleIfError: Bool
-    /// Treat a response with `Last-Modified` and no explicit freshness as fresh for 10 % of
-    /// its age (at most a day), as RFC 9111 §4.2.2 allows. Off: such responses are revalidated
-    /// on every use.
+    /// Give a response with `Last-Modified` and no explicit freshness (no `max-age`, no
+    /// `Expires`) a heuristic lifetime of 10 % of its age, at most ``heuristicFreshnessLimit``,
+    /// as RFC 9111 §4.2.2 allows — for heuristically cacheable status codes (RFC 9110 §15.1) or a
+    /// `public` response. On by default, as in browsers; off, such responses are revalidated on
+    /// every use.
     public var heuristicFreshness: Bool
-    /// The longest to wait while another process or task fetches the same URL.
+    /// The longest heuristic lifetime (a day by default).
+    public var heuristicFreshnessLimit: Duration
+    /// The longest to wait while another process or task fetches the same URL. A fetch that
+    /// waited this long (the other one is hung, stopped or just slower) sends its own request
+    /// rather than fail, and stores the answer if the URL's lock is free by then.
     public var waitTimeout: Duration
+    /// How long to wait without a sign of life from the process or task fetching the same URL
+    /// (it shows one every second while it fetches) before sending this fetch's own request: a
+    /// stopped or hung holder is passed after this, not after ``waitTimeout``.
+    public var stalledFetchTimeout: Duration
 
     public init(
         forceRefresh: Bool = false, onlyFromCache: Bool = false, staleIfError: Bool = false,
-        heuristicFreshness: Bool = false, waitTimeout: Duration = .seconds(60)
+        heuristicFreshness: Bool = true, heuristicFreshnessLimit: Duration = .seconds(86_400),
+        waitTimeout: Duration = .seconds(60), stalledFetchTimeout: Duration = .seconds(5)
     ) {
+        self.stalledFetchTimeout = stalledFetchTimeout
         self.forceRefresh = forceRefresh
         self.onlyFromCache = onlyFromCache
         self.staleIfError = staleIfError
         self.heuristicFreshness = heuristicFreshness
+        self.heuristicFreshnessLimit = heuristicFreshnessLimit
         self.waitTimeout = waitTimeout
     }
 }
@@ -43,8 +59,12 @@ public enum FetchSource: String, Sendable, Hashable, CustomStringConvertible {
     /// The response came from the network with its body.
     case downloaded
     /// Served from the cache without the network: ``FetchOptions/onlyFromCache``,
-    /// `only-if-cached`, or ``FetchOptions/staleIfError`` after a failure.
+    /// `only-if-cached`, or a stale response after a failure (``FetchOptions/staleIfError``,
+    /// `stale-if-error`).
     case offline
+    /// A stale response served at once within its `stale-while-revalidate` window (RFC 5861
+    /// §3) while a background request revalidates it.
+    case stale
 
     public var description: String { rawValue }
 }
@@ -57,6 +77,16 @@ public struct FetchResult: Sendable {
     public var headers: HTTPHeaders
     public var url: URL
     public var source: FetchSource
+
+    /// This cache's RFC 9211 `Cache-Status` member, also the last `Cache-Status` field of
+    /// ``headers``: `SharedCache; hit; ttl=N`, `SharedCache; fwd=stale; fwd-status=304; ttl=N`,
+    /// `SharedCache; fwd=uri-miss; fwd-status=200; stored; ttl=N`, … (`fwd` is `uri-miss`,
+    /// `vary-miss`, `miss`, `stale`, `request` or `method`; `detail` names
+    /// `stale-while-revalidate`, `stale-if-error`, `offline`, `range` or `lock-timeout`).
+    public var cacheStatus: String? {
+        headers.reversed().first { $0.name.caseInsensitiveEquals("Cache-Status") && $0.value.hasPrefix("SharedCache") }?
+            .value
+    }
 
     /// The result as Foundation's response type.
     public var httpResponse: HTTPURLResponse? {
@@ -74,14 +104,17 @@ extension SharedCache {
     ///   `If-Modified-Since` are sent, so a 304 is always answered with a body, even if another
     ///   process evicts the entry meanwhile. A 304 freshens the entry for every process.
     /// - One request per URL is in flight across all processes: a fetch that finds another
-    ///   under way waits for it (at most ``FetchOptions/waitTimeout``), then uses its result.
+    ///   under way waits for it, then uses its result — a download, or a revalidation shared
+    ///   by everyone who asked meanwhile. After ``FetchOptions/waitTimeout``, or
+    ///   ``FetchOptions/stalledFetchTimeout`` without a sign of life from the other fetch, it gives
+    ///   up waiting and sends its own request.
+    /// - Every result carries an RFC 9211 `Cache-Status` (``FetchResult/cacheStatus``).
     /// - Unsafe methods (POST, PUT, DELETE, …) pass through; on success they invalidate what is
     ///   stored for their URL and their `Location` / `Content-Location`.
     ///
     /// - Throws: ``SharedCacheError``: `.network` when the transport fails (its error is
     ///   ``SharedCacheError/underlyingError``), `.notCached` for ``FetchOptions/onlyFromCache``
-    ///   with nothing stored, `.lockTimeout` when another fetch of the URL outlasts the wait,
-    ///   and the cache's own errors.
+    ///   with nothing stored, and the cache's own errors.
     public func fetch(
         _ request: URLRequest, options: FetchOptions = FetchOptions(),
         transport: any HTTPTransport = URLSessionTransport()
@@ -106,6 +139,13 @@ extension SharedCache {
     /// its fragment), so ``get(key:)`` and ``remove(key:)`` reach it too.
     public static func cacheKey(for url: URL) -> String {
         CacheEngine.cacheKey(for: url)
+    }
+
+    /// Waits until every background revalidation this process started through this cache
+    /// (`stale-while-revalidate`, RFC 5861 §3) has finished: a short-lived process calls it
+    /// before exiting so that its revalidation is not lost.
+    public func waitForBackgroundRevalidations() async {
+        await BackgroundRevalidations.wait(for: engine)
     }
 }
 

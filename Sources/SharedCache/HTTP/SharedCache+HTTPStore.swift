@@ -65,12 +65,20 @@ final class StoredCandidate: @unchecked Sendable {
     /// Milliseconds since the response was generated.
     func age(at now: Int64) -> Int64 { max(0, now - entry.storedAt) }
 
+    /// Milliseconds of freshness left at `now`; negative once stale (by how much).
+    func remaining(at now: Int64) -> Int64 {
+        response.lifetime == .max ? Int64.max : response.lifetime - age(at: now)
+    }
+
+    /// The response's own `Cache-Control`.
+    var directives: CacheControl { CacheControl(response.headers["Cache-Control"]) }
+
     /// Whether it may be served without validation (RFC 9111 §4.2, with the request's own
     /// `max-age`, `min-fresh` and `max-stale`).
     func isUsable(at now: Int64, for request: CacheControl) -> Bool {
         let age = age(at: now)
         if let maxAge = request.maxAge, age > maxAge.saturatingMilliseconds { return false }
-        let remaining = response.lifetime == .max ? Int64.max : response.lifetime - age
+        let remaining = remaining(at: now)
         if let minFresh = request.minFresh, remaining < minFresh.saturatingMilliseconds { return false }
         if remaining > 0 { return true }
         if response.mustRevalidate { return false }
@@ -96,6 +104,8 @@ extension CacheEngine {
         /// Versions read whose access is due to be journaled (see `recordAccessIfDue`); the
         /// exchange journals them off the cooperative pool.
         var accessesDue: [(hash: KeyHash, entry: IndexEntry, at: Int64)] = []
+        /// Something is stored for the URL, but no variant for this request (RFC 9211 `vary-miss`).
+        var varyMiss = false
     }
 
     /// The key ``fetch(_:options:transport:)`` stores a URL's response under (the URL without
@@ -114,12 +124,18 @@ extension CacheEngine {
             .joined(separator: "\n")
     }
 
-    /// The request's values of the fields named (lowercase), whitespace runs collapsed.
+    /// The request's values of the fields named (lowercase), normalised as RFC 9111 §4.1
+    /// allows: several fields of a name combined into one list (URLRequest does that), each
+    /// member's surrounding whitespace removed and inner whitespace runs made one space, members
+    /// joined by ", ". So `en,fr`, `en , fr` and two fields `en` and `fr` select one variant.
     static func varyValues(names: [String], request: URLRequest) -> HTTPHeaders {
         HTTPHeaders(
             names.map { name in
                 let value = request.value(forHTTPHeaderField: name) ?? ""
-                return (name, value.split(whereSeparator: { $0 == " " || $0 == "\t" }).joined(separator: " "))
+                let members = value.split(separator: ",", omittingEmptySubsequences: false).map { member in
+                    member.split(whereSeparator: { $0 == " " || $0 == "\t" }).joined(separator: " ")
+                }
+                return (name, members.filter { !$0.isEmpty }.joined(separator: ", "))
             })
     }
 
@@ -141,12 +157,15 @@ extension CacheEngine {
             guard let variant = try pinnedVersion(key, pinFailed: &lookup.pinFailed, accessesDue: &lookup.accessesDue),
                 case .response(let response) = variant.stored,
                 response.varyValues == Self.varyValues(names: list.names, request: request)
-            else { return lookup }
+            else {
+                lookup.varyMiss = true
+                return lookup
+            }
             lookup.candidate = variant.candidate(response)
         case .response(let response) where response.varyValues.count == 0:
             lookup.candidate = primary.candidate(response)
         case .response:
-            break
+            lookup.varyMiss = true
         case nil:
             var headers = HTTPHeaders()
             if let etag = primary.metadata.etag { headers.append("ETag", etag) }
@@ -198,33 +217,56 @@ extension CacheEngine {
         return max(freshUntil, kept)
     }
 
-    /// Header fields of one connection, never stored (RFC 9111 §3.1).
+    /// Header fields of one connection, never stored (RFC 9111 §3.1, RFC 9110 §7.6.1).
     private static let hopByHop: Set<String> = [
         "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
     ]
 
-    /// Stores a response to a GET if RFC 9111 allows it and it can ever be reused.
+    /// The fields of `headers` a cache may keep (RFC 9111 §3.1): not the hop-by-hop ones, nor
+    /// those `Connection` nominates, nor those a qualified `no-cache="…"` names (§5.2.2.4:
+    /// they must not be reused without revalidation, so they are not kept at all; the rest of
+    /// the response is). `private="…"` limits only shared caches (§5.2.2.7) and drops nothing.
+    static func storableFields(_ headers: HTTPHeaders) -> HTTPHeaders {
+        let nominated = (headers["Connection"] ?? "").split(separator: ",").map { $0.trimmingSpaces().lowercased() }
+        let dropped = hopByHop.union(nominated).union(CacheControl(headers["Cache-Control"]).noCacheFields)
+        return HTTPHeaders(headers.filter { !dropped.contains($0.name.lowercased()) }.map { ($0.name, $0.value) })
+    }
+
+    /// What storing a response did: its lifetime and birth, for `Cache-Status`'s `ttl`.
+    struct StoredOutcome: Sendable {
+        var lifetime: Int64
+        var birth: Int64
+
+        /// Seconds of freshness left at `now` (negative once stale).
+        func ttl(at now: Int64) -> Int64 {
+            lifetime == .max ? Int64(Int32.max) : (lifetime - max(0, now - birth)) / 1000
+        }
+    }
+
+    /// Stores a response to a GET if RFC 9111 allows it (``Freshness/isStorable(status:headers:)``)
+    /// and it can ever be reused.
     ///
     /// Runs under the URL's fetch lock, which is what keeps the variant list consistent.
-    /// - Returns: whether it was stored.
+    /// - Parameter heuristicCap: the cap on a heuristic lifetime; `nil` for none.
+    /// - Returns: what was stored, or `nil` if nothing was.
     @discardableResult
     func storeHTTPResponse(
         primaryKey: String, request: URLRequest, response: TransportResponse, requestTime: Int64,
-        responseTime: Int64, heuristic: Bool
-    ) throws -> Bool {
-        guard Freshness.storableStatuses.contains(response.status) else { return false }
+        responseTime: Int64, heuristicCap: Int64?
+    ) throws -> StoredOutcome? {
+        guard Freshness.isStorable(status: response.status, headers: response.headers) else { return nil }
         let directives = CacheControl(response.headers["Cache-Control"])
         let names = Self.varyNames(response.headers["Vary"])
-        guard !directives.noStore, !names.contains("*") else { return false }
+        guard !names.contains("*") else { return nil }
         let lifetime = Freshness.lifetime(
-            status: response.status, headers: response.headers, responseTime: responseTime, heuristic: heuristic)
+            status: response.status, headers: response.headers, responseTime: responseTime, heuristicCap: heuristicCap)
         let etag = response.headers["ETag"]
         let lastModified = response.headers["Last-Modified"]
         // Neither fresh for any time nor revalidatable: storing it could never save a byte.
-        guard lifetime > 0 || etag != nil || lastModified != nil else { return false }
+        guard lifetime > 0 || etag != nil || lastModified != nil else { return nil }
 
         let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: response.headers)
-        let headers = HTTPHeaders(response.headers.filter { !Self.hopByHop.contains($0.name.lowercased()) }.map { ($0.name, $0.value) })
+        let headers = Self.storableFields(response.headers)
         let stored = StoredResponse(
             status: response.status, headers: headers, lifetime: lifetime,
             mustRevalidate: directives.mustRevalidate || directives.noCache,
@@ -239,7 +281,7 @@ extension CacheEngine {
             // The URL no longer varies: its variants are unreachable now.
             for key in existing?.keys ?? [] { try remove(KeyHash(key: key), key: Array(key.utf8), reason: .superseded, at: nil) }
             try store(key: primaryKey, data: response.body, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
-            return true
+            return StoredOutcome(lifetime: lifetime, birth: birth)
         }
         let key = Self.variantKey(primaryKey, names: names, request: request)
         try store(key: key, data: response.body, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
@@ -251,7 +293,7 @@ extension CacheEngine {
             marker.attributes = StoredHTTP.variants(list).encoded()
             try store(key: primaryKey, data: Data(), metadata: marker, storedAt: now, expiresAt: .max)
         }
-        return true
+        return StoredOutcome(lifetime: lifetime, birth: birth)
     }
 
     /// The variant list stored under a URL's key, if its responses vary.
@@ -262,7 +304,7 @@ extension CacheEngine {
         return list
     }
 
-    /// What a 304 changes about a stored response (RFC 9111 §4.3.4).
+    /// What a 304, or a HEAD response (§4.3.5), changes about a stored response (RFC 9111 §4.3.4).
     struct Revalidation: Sendable {
         /// The stored headers updated with the 304's: what to serve.
         var headers: HTTPHeaders
@@ -274,15 +316,22 @@ extension CacheEngine {
         var changesOnlyFreshness: Bool
     }
 
+    ///
+    /// Every field the update carries replaces the stored ones of its name — validators
+    /// included — but for `Content-Length` (a 304 and a HEAD have no body of their own) and
+    /// the fields a cache never keeps (``storableFields(_:)``).
     func revalidation(
         of candidate: StoredCandidate, by update: HTTPHeaders, requestTime: Int64, responseTime: Int64,
-        heuristic: Bool
+        heuristicCap: Int64?
     ) -> Revalidation {
         var merged = candidate.response.headers
-        var seen = Self.hopByHop.union(["content-length"])
-        for (name, _) in update where seen.insert(name.lowercased()).inserted { merged.set(name, update[name]) }
+        var seen: Set<String> = ["content-length"]
+        for (name, _) in Self.storableFields(update) where seen.insert(name.lowercased()).inserted {
+            merged.set(name, update[name])
+        }
+        merged = Self.storableFields(merged)
         let lifetime = Freshness.lifetime(
-            status: candidate.response.status, headers: merged, responseTime: responseTime, heuristic: heuristic)
+            status: candidate.response.status, headers: merged, responseTime: responseTime, heuristicCap: heuristicCap)
         let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: update)
         return Revalidation(
             headers: merged, lifetime: lifetime, birth: birth,

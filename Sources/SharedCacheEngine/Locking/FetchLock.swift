@@ -16,12 +16,21 @@ package import SharedCachePlatform
 /// waiter that gets the lock on a file the sweep has just unlinked sees that the path now names
 /// another file (or none) and starts over. Waiting polls with async sleeps, so no thread
 /// blocks; a holder killed mid-fetch releases the lock with its descriptor.
-package final class FetchLock {
+///
+/// A holder shows it is alive: every second while it holds the lock it changes the file's size
+/// between 0 and 1 byte, which moves its modification time. A waiter that sees no such sign for
+/// `stalledAfter` (the holder is stopped or hung) stops waiting, as it does after `timeout`.
+///
+/// Safe to share between tasks: the descriptor is only locked, truncated and unlocked.
+package final class FetchLock: @unchecked Sendable {
     package static let directoryName = CacheDirectory.fetchingDirectory
+    /// How often a holder shows it is alive.
+    static let heartbeat: Duration = .seconds(1)
 
     private let directory: CacheDirectory
     private let name: String
     private let file: FileDescriptor
+    private let beating = Locked<Task<Void, Never>?>(nil)
 
     private init(directory: CacheDirectory, name: String, file: consuming FileDescriptor) {
         self.directory = directory
@@ -29,15 +38,41 @@ package final class FetchLock {
         self.file = file
     }
 
-    /// Takes the lock for `hash`, waiting at most `timeout` for another fetch of it.
+    /// Shows a sign of life now, and every ``heartbeat`` until ``release()``.
+    private func startBeating() {
+        beat()
+        let task = Task.detached { [weak self] in
+            while true {
+                try? await Task.sleep(for: FetchLock.heartbeat)
+                guard !Task.isCancelled, let self else { return }
+                self.beat()
+            }
+        }
+        beating.withLock { $0 = task }
+    }
+
+    /// Moves the file's modification time by changing its size (one `ftruncate` of a one-byte
+    /// file: microseconds, like a journal append; a size change updates the time everywhere).
+    private func beat() {
+        guard let size = try? file.status().size else { return }
+        try? file.truncate(to: size == 0 ? 1 : 0)
+    }
+
+    /// Takes the lock for `hash`, waiting at most `timeout` for another fetch of it, and at most
+    /// `stalledAfter` without a sign of life from the holder.
     ///
-    /// - Returns: the lock, and whether another fetch held it first (so its result may be in
-    ///   the cache now).
-    package static func acquire(_ hash: KeyHash, in directory: CacheDirectory, timeout: Duration, describing url: String)
-        async throws -> (FetchLock, waited: Bool)
-    {
+    /// - Returns: the lock, or `nil` if another fetch still held it after `timeout`, or showed
+    ///   no sign of life for `stalledAfter` (a holder that is slow, stopped or hung: the caller
+    ///   goes to the network without it rather than fail); and whether another fetch held it
+    ///   first (so its result may be in the cache now).
+    package static func acquire(
+        _ hash: KeyHash, in directory: CacheDirectory, timeout: Duration, stalledAfter: Duration = .seconds(5),
+        describing url: String
+    ) async throws -> (FetchLock?, waited: Bool) {
         let name = "\(directoryName)/\(hash.hex)"
-        let deadline = Clock.monotonicNanoseconds() + timeout.nanoseconds
+        let start = Clock.monotonicNanoseconds()
+        let deadline = start + timeout.nanoseconds
+        let stall = Int64(clamping: stalledAfter.nanoseconds / 1_000_000)
         var waited = false
         var pause: UInt64 = 1_000_000
         while true {
@@ -45,13 +80,12 @@ package final class FetchLock {
             while true {
                 if try file.tryLock(.exclusive) { break }
                 waited = true
-                guard Clock.monotonicNanoseconds() < deadline else {
-                    throw SharedCacheError(
-                        .lockTimeout,
-                        "another process has been fetching \(url) for longer than \(timeout); "
-                            + "raise FetchOptions.waitTimeout or find the stuck process "
-                            + "(it holds \(directory.path)/\(name) open)",
-                        path: "\(directory.path)/\(name)")
+                let now = Clock.monotonicNanoseconds()
+                guard now < deadline else { return (nil, waited) }
+                if now - start >= stalledAfter.nanoseconds, let status = try directory.status(of: name),
+                    Clock.nowMilliseconds() - status.modifiedMilliseconds > stall
+                {
+                    return (nil, waited)
                 }
                 try await Task.sleep(nanoseconds: pause)
                 pause = min(pause * 2, 20_000_000)
@@ -59,7 +93,9 @@ package final class FetchLock {
             // Locked; but the previous holder may have unlinked this file before we got it.
             let current = try directory.status(of: name)
             if let current, current.inode == (try file.status()).inode {
-                return (FetchLock(directory: directory, name: name, file: file), waited)
+                let lock = FetchLock(directory: directory, name: name, file: file)
+                lock.startBeating()
+                return (lock, waited)
             }
         }
     }
@@ -76,8 +112,12 @@ package final class FetchLock {
         }
     }
 
-    /// Lets the next fetch of the URL go.
+    /// Stops the heartbeat and lets the next fetch of the URL go.
     package func release() {
+        beating.withLock { task in
+            task?.cancel()
+            task = nil
+        }
         file.unlock()
     }
 

@@ -22,7 +22,14 @@
 //       prints "puts=N hits=N misses=N violations=N".
 //   sharedcache-test-worker fetch DIR URL [START-AT]
 //       one fetch through the cache, begun at START-AT (milliseconds since the epoch) so several
-//       workers can start together; prints "source=S status=N bytes=N sha=HASH".
+//       workers can start together; waits for any background revalidation it started; prints
+//       "source=S status=N bytes=N sha=HASH". With SHAREDCACHE_TEST_SEND_DELAY_MS, says "sending"
+//       on standard error as it starts holding a request back.
+//   sharedcache-test-worker fetch-series DIR URL-PREFIX COUNT START-AT INTERVAL-MS
+//       COUNT fetches, of URL-PREFIX0.txt, URL-PREFIX1.txt, …, the i-th begun at START-AT + i ×
+//       INTERVAL-MS, so that several workers race on each URL in turn; prints one
+//       "source=S status=N" line per fetch. SHAREDCACHE_TEST_SEND_DELAY_MS delays every request
+//       this worker sends (in both fetch commands), so that the others find it under way.
 //   sharedcache-test-worker faults DIR
 //       a fixed script of durable puts, gets, a remove and a checkpoint, run with a failpoint
 //       armed (SHAREDCACHE_FAILPOINT); prints one "OPERATION KEY RESULT" line each, the result
@@ -55,6 +62,26 @@ func keyName(_ index: Int) -> String { "https://example.com/item/\(index)" }
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("sharedcache-test-worker: \(message)\n".utf8))
     exit(2)
+}
+
+/// Sleeps until `milliseconds` since the epoch (a start line several workers share).
+func waitUntil(_ milliseconds: Double) {
+    let delay = milliseconds / 1000 - Date().timeIntervalSince1970
+    if delay > 0 { usleep(UInt32(delay * 1_000_000)) }
+}
+
+/// URLSession, with every request held back SHAREDCACHE_TEST_SEND_DELAY_MS first; says
+/// "sending" on standard error as it starts holding one back (the URL's fetch lock is held then).
+struct DelayedTransport: HTTPTransport {
+    let delay = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_SEND_DELAY_MS"].flatMap(Int.init) ?? 0
+
+    func send(_ request: URLRequest) async throws -> TransportResponse {
+        if delay > 0 {
+            FileHandle.standardError.write(Data("sending\n".utf8))
+            try await Task.sleep(for: .milliseconds(delay))
+        }
+        return try await URLSessionTransport().send(request)
+    }
 }
 
 let arguments = CommandLine.arguments
@@ -265,12 +292,20 @@ do {
 
     case "fetch":
         let cache = try SharedCache(directory: directory, configuration: configuration)
-        if arguments.count > 4, let startAt = Double(arguments[4]) {
-            let delay = startAt / 1000 - Date().timeIntervalSince1970
-            if delay > 0 { usleep(UInt32(delay * 1_000_000)) }
-        }
-        let result = try await cache.fetch(URLRequest(url: URL(string: arguments[3])!))
+        if arguments.count > 4, let startAt = Double(arguments[4]) { waitUntil(startAt) }
+        let result = try await cache.fetch(URLRequest(url: URL(string: arguments[3])!), transport: DelayedTransport())
+        await cache.waitForBackgroundRevalidations()
         print("source=\(result.source) status=\(result.status) bytes=\(result.data.count) sha=\(KeyHash(key: String(decoding: result.data, as: UTF8.self)))")
+
+    case "fetch-series":
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        let count = Int(arguments[4])!, startAt = Double(arguments[5])!, interval = Double(arguments[6])!
+        for index in 0..<count {
+            waitUntil(startAt + Double(index) * interval)
+            let result = try await cache.fetch(
+                URLRequest(url: URL(string: "\(arguments[3])\(index).txt")!), transport: DelayedTransport())
+            print("source=\(result.source) status=\(result.status)")
+        }
 
     default:
         fail("unknown command \(arguments[1])")

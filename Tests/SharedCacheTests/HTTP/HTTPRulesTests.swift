@@ -1,6 +1,10 @@
 import Foundation
 import Testing
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 @testable import SharedCache
 
 @Suite("HTTP rules on values: dates, Cache-Control, freshness, stored responses")
@@ -17,10 +21,14 @@ struct HTTPRulesTests {
     }
 
     @Test func cacheControlDirectives() {
+        // RFC 9111 §5.2.2.4: a qualified no-cache names fields; the response itself stays reusable.
         let response = CacheControl("public, max-age=60, must-revalidate, no-cache=\"Set-Cookie, X\"")
-        #expect(response.maxAge == 60 && response.mustRevalidate && response.noCache && !response.noStore)
+        #expect(response.maxAge == 60 && response.mustRevalidate && !response.noCache && !response.noStore)
+        #expect(response.noCacheFields == ["set-cookie", "x"] && response.isPublic)
         #expect(CacheControl("max-age=abc").maxAge == 0)  // malformed: the safe side
-        #expect(CacheControl("max-age=100, max-age=5").maxAge == 5)
+        // RFC 9111 §4.2.1: of conflicting values, the first or stale; stale is the safe side.
+        #expect(CacheControl("max-age=100, max-age=5").maxAge == 0)
+        #expect(CacheControl("max-age=5, max-age=5").maxAge == 5)
         #expect(CacheControl("MAX-AGE=\"7\"").maxAge == 7)
         let request = CacheControl("max-stale, min-fresh=10, only-if-cached, no-store")
         #expect(request.maxStale == .max && request.minFresh == 10 && request.onlyIfCached && request.noStore)
@@ -32,11 +40,12 @@ struct HTTPRulesTests {
         #expect(CacheControl("=, =5, max-age=") == onlyMaxAge)
     }
 
-    @Test func lifetimeComesFromMaxAgeThenExpiresThenTheOptInHeuristic() {
+    @Test func lifetimeComesFromMaxAgeThenExpiresThenTheHeuristic() {
         let now: Int64 = 1_700_000_000_000
         let date = HTTPDate.format(now)
         func lifetime(_ headers: HTTPHeaders, heuristic: Bool = false) -> Int64 {
-            Freshness.lifetime(status: 200, headers: headers, responseTime: now, heuristic: heuristic)
+            Freshness.lifetime(
+                status: 200, headers: headers, responseTime: now, heuristicCap: heuristic ? Freshness.heuristicCap : nil)
         }
         #expect(lifetime(["Cache-Control": "max-age=60", "Expires": HTTPDate.format(now + 999_000)]) == 60_000)
         #expect(lifetime(["Date": date, "Expires": HTTPDate.format(now + 120_000)]) == 120_000)
@@ -81,5 +90,147 @@ struct HTTPRulesTests {
         #expect(headers.equals(["cache-control": "private", "vary": "Accept", "Date": "x"], ignoring: ["date"]))
         #expect(CacheEngine.varyNames(" Accept-Language , accept ,") == ["accept", "accept-language"])
         #expect(HTTPExchange.weakMatch("W/\"a\"", "\"a\"") && !HTTPExchange.weakMatch("\"a\"", "\"b\""))
+    }
+
+    @Test("RFC 9110 §5.6.7: exactly the three date grammars; anything else is no date")
+    func datesAreParsedStrictly() {
+        let expected: Int64 = 784_111_777_000
+        #expect(HTTPDate.parse("  Sun, 06 Nov 1994 08:49:37 GMT ") == expected)  // OWS is not the value
+        for invalid in [
+            "Sun, 06 Nov 1994 08:49:37 UTC", "Sun 06 Nov 1994 08:49:37 GMT", "Sun, 06-Nov-1994 08:49:37 GMT",
+            "Sun,  06 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 8:49:37 GMT", "Sun, 6 Nov 1994 08:49:37 GMT",
+            "sun, 06 nov 1994 08:49:37 gmt", "Sun, 06 Nov 94 08:49:37 GMT", "Sun, 06 Nov 1994 08:49 GMT",
+            "Sun, 06 Nov 1994 08:49:37", "Sun, 06 Nov 1994 08:49:37 GMT+1", "Sun, 31 Feb 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 UTC", "Sun, 06-Nov-94 08:49:37 GMT", "Sunday, 6-Nov-94 08:49:37 GMT",
+            "Sun Nov 6 08:49:37 1994", "Sun Nov 06 08:49:37 1994 GMT", "Sun Nov  6 08:49:37 94", "1994-11-06T08:49:37Z",
+            "Sun, 06 Nov 1994 08:49:37 GMT, Mon, 07 Nov 1994 08:49:37 GMT", "", "0", "-1",
+        ] {
+            #expect(HTTPDate.parse(invalid) == nil, "\(invalid)")
+        }
+        #expect(HTTPDate.parse("Sun Nov 06 08:49:37 1994") == expected)  // asctime's 2DIGIT day
+        #expect(HTTPDate.parse("Tue, 29 Feb 2000 00:00:00 GMT") != nil)
+        #expect(HTTPDate.parse("Sat, 06 Nov 1994 23:59:60 GMT") != nil)  // a leap second
+    }
+
+    @Test("RFC 9110 §5.6.7: an RFC 850 year more than 50 years ahead is in the past century")
+    func rfc850TwoDigitYears() throws {
+        let in2026 = try #require(HTTPDate.parse("Sun, 01 Mar 2026 00:00:00 GMT"))
+        func year(_ twoDigits: String) -> Int64? {
+            HTTPDate.parse("Monday, 01-Jan-\(twoDigits) 00:00:00 GMT", now: in2026)
+        }
+        #expect(year("76") == HTTPDate.parse("Thu, 01 Jan 2076 00:00:00 GMT"))  // 50 years ahead: still ahead
+        #expect(year("77") == HTTPDate.parse("Sat, 01 Jan 1977 00:00:00 GMT"))  // 51 years ahead: the past
+        #expect(year("26") == HTTPDate.parse("Thu, 01 Jan 2026 00:00:00 GMT"))
+        #expect(year("99") == HTTPDate.parse("Fri, 01 Jan 1999 00:00:00 GMT"))
+    }
+
+    @Test("RFC 9111 §5.1: Age is the first list member, an invalid one is ignored; §1.2.2 saturates")
+    func ageValues() {
+        #expect(Freshness.ageValue("10") == 10 && Freshness.ageValue(" 10 , 20") == 10)
+        #expect(Freshness.ageValue("-5") == nil && Freshness.ageValue("1.5") == nil && Freshness.ageValue("x") == nil)
+        #expect(Freshness.ageValue("") == nil && Freshness.ageValue(nil) == nil && Freshness.ageValue(", 5") == nil)
+        #expect(Freshness.ageValue("99999999999999999999999") == 1 << 31)
+        let now: Int64 = 1_700_000_000_000
+        let birth = Freshness.birth(requestTime: now, responseTime: now, headers: ["Date": HTTPDate.format(now), "Age": "abc"])
+        #expect(birth == now)
+    }
+
+    @Test("RFC 9111 §3: which responses a private cache may store")
+    func storability() {
+        func storable(_ status: Int, _ headers: HTTPHeaders) -> Bool { Freshness.isStorable(status: status, headers: headers) }
+        #expect(storable(500, ["Cache-Control": "max-age=60"]) && storable(503, ["Expires": "0"]))
+        #expect(storable(418, ["Cache-Control": "public"]) && storable(599, ["Cache-Control": "private"]))
+        #expect(!storable(500, [:]) && storable(404, [:]) && storable(200, [:]) && storable(414, [:]))
+        #expect(!storable(206, ["Cache-Control": "max-age=60"]) && !storable(304, ["Cache-Control": "max-age=60"]))
+        #expect(!storable(200, ["Cache-Control": "no-store, max-age=60"]))
+        #expect(!storable(500, ["Cache-Control": "s-maxage=60"]))  // s-maxage is for shared caches
+        // §5.2.2.3: must-understand stores an understood status despite no-store, never another.
+        #expect(storable(200, ["Cache-Control": "must-understand, no-store"]))
+        #expect(!storable(299, ["Cache-Control": "must-understand, no-store, max-age=60"]))
+        // §4.2.2: the heuristic only for heuristically cacheable codes, or public.
+        let old: HTTPHeaders = ["Last-Modified": "Thu, 01 Jan 2015 00:00:00 GMT", "Date": "Fri, 01 Jan 2016 00:00:00 GMT"]
+        #expect(Freshness.lifetime(status: 500, headers: old, responseTime: 0, heuristicCap: Freshness.heuristicCap) == 0)
+        var open = old
+        open.append("Cache-Control", "public")
+        #expect(Freshness.lifetime(status: 500, headers: open, responseTime: 0, heuristicCap: Freshness.heuristicCap) > 0)
+        #expect(Freshness.lifetime(status: 200, headers: old, responseTime: 0, heuristicCap: 5000) == 5000)
+    }
+
+    @Test("RFC 9111 §1.2.2, §5.2: delta-seconds and the directives a private cache reads")
+    func moreDirectives() {
+        let directives = CacheControl("immutable, stale-while-revalidate=30, stale-if-error=\"60\", private=\"X\", must-understand")
+        #expect(directives.immutable && directives.staleWhileRevalidate == 30 && directives.staleIfError == 60)
+        #expect(directives.isPrivate && directives.mustUnderstand && !directives.noCache)
+        #expect(CacheControl("max-age=-1").maxAge == 0 && CacheControl("max-age=1.5").maxAge == 0)
+        #expect(CacheControl("max-age=99999999999999999999").maxAge == 1 << 31)
+    }
+
+    @Test("RFC 9111 §3.1, §5.2.2.4: hop-by-hop, Connection-nominated and no-cache-named fields are not kept")
+    func fieldsNotStored() {
+        let headers: HTTPHeaders = [
+            "Connection": "close, X-Hop", "X-Hop": "1", "Keep-Alive": "timeout=5", "Transfer-Encoding": "chunked",
+            "Cache-Control": "max-age=60, no-cache=\"Set-Cookie\"", "Set-Cookie": "a=b", "X-Kept": "1", "TE": "trailers",
+        ]
+        #expect(CacheEngine.storableFields(headers).map(\.name) == ["Cache-Control", "X-Kept"])
+    }
+
+    @Test("RFC 9111 §4.1: Vary values are normalised before matching")
+    func varyNormalisation() {
+        func values(_ fields: [(String, String)]) -> HTTPHeaders {
+            var request = URLRequest(url: URL(string: "http://example.com/")!)
+            for (name, value) in fields { request.addValue(value, forHTTPHeaderField: name) }
+            return CacheEngine.varyValues(names: ["accept-language"], request: request)
+        }
+        let reference = values([("Accept-Language", "en, fr")])
+        #expect(values([("accept-language", "en,fr")]) == reference)
+        #expect(values([("Accept-Language", " en ,   fr ")]) == reference)
+        #expect(values([("Accept-Language", "en"), ("Accept-Language", "fr")]) == reference)
+        #expect(values([("Accept-Language", "fr, en")]) != reference)  // order is meaning
+    }
+
+    @Test("RFC 9110 §14: byte ranges of a stored response")
+    func byteRanges() {
+        #expect(ByteRange.answer("bytes=0-4", length: 10) == .slice(0..<5))
+        #expect(ByteRange.answer("bytes=5-", length: 10) == .slice(5..<10))
+        #expect(ByteRange.answer("bytes=-3", length: 10) == .slice(7..<10))
+        #expect(ByteRange.answer("bytes=-30", length: 10) == .slice(0..<10))
+        #expect(ByteRange.answer("bytes=8-100", length: 10) == .slice(8..<10))
+        #expect(ByteRange.answer("bytes=10-", length: 10) == .unsatisfiable)
+        #expect(ByteRange.answer("bytes=-0", length: 10) == .unsatisfiable)
+        #expect(ByteRange.answer("bytes=5-2", length: 10) == .whole)  // invalid: ignored
+        #expect(ByteRange.answer("bytes=0-1,3-4", length: 10) == .whole)
+        #expect(ByteRange.answer("items=0-1", length: 10) == .whole && ByteRange.answer(nil, length: 10) == .whole)
+        #expect(ByteRange.answer("bytes=a-b", length: 10) == .whole)
+    }
+
+    @Test("RFC 9211: Cache-Status members")
+    func cacheStatusMembers() {
+        #expect(CacheStatus.hit.description == "SharedCache; hit")
+        var forwarded = CacheStatus(forward: .uriMiss)
+        forwarded.forwardStatus = 200
+        forwarded.stored = true
+        forwarded.ttl = 60
+        #expect(forwarded.description == "SharedCache; fwd=uri-miss; fwd-status=200; stored; ttl=60")
+        var collapsed = CacheStatus.hit
+        collapsed.collapsed = true
+        collapsed.detail = "range"
+        #expect(collapsed.description == "SharedCache; hit; collapsed; detail=range")
+    }
+
+    @Test("RFC 9112 §7: the plain connection undoes chunked and keeps an unknown transfer coding as received")
+    func identityConnectionParsesResponses() throws {
+        let url = URL(string: "http://example.com/x")!
+        let chunked = try IdentityConnection.parse(
+            Data("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=1\r\nhello\r\n1\r\n!\r\n0\r\n\r\n".utf8),
+            method: "GET", url: url)
+        #expect(chunked.status == 200 && chunked.body == Data("hello!".utf8))
+        let unknown = try IdentityConnection.parse(
+            Data("HTTP/1.1 200 OK\r\nTransfer-Encoding: x-unknown\r\nContent-Encoding: x-other\r\n\r\nraw bytes".utf8),
+            method: "GET", url: url)
+        #expect(unknown.body == Data("raw bytes".utf8) && unknown.headers["Content-Encoding"] == "x-other")
+        let sized = try IdentityConnection.parse(
+            Data("HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\n\r\nabcdef".utf8), method: "GET", url: url)
+        #expect(sized.status == 404 && sized.body == Data("abc".utf8))
+        #expect(throws: URLError.self) { try IdentityConnection.parse(Data("garbage".utf8), method: "GET", url: url) }
     }
 }

@@ -5,10 +5,14 @@ import SharedCacheCLI
 /// (`If-None-Match`, `If-Modified-Since`, `Accept-Language`) and its status.
 ///
 /// Started through ``LoopbackOrigin`` (as the benchmark's and the stress run's origins are),
-/// with a log format of its own. Locations: `/fresh/` adds `expires 1h` (long, so that a slow
+/// with a log format of its own. Locations: `/plain/` adds `Cache-Control: max-age=0` (stale at
+/// once, revalidated on every use; no heuristic freshness); `/heuristic/` adds nothing (its
+/// Last-Modified gives heuristic freshness); `/fresh/` adds `expires 1h` (long, so that a slow
 /// machine cannot outlast it); `/nostore/` adds `Cache-Control: no-store`;
 /// `/vary/page` serves `/vary/<language>.txt` by `Accept-Language` with `Vary` and an hour of
 /// freshness; `/slow/` sends at 1 MB/s, `/stall/` at 100 KB/s; `/things/` answers POST with 201.
+/// `/h/NAME/` send the headers the conformance tests need (see ``ruleLocations``), and
+/// `/status/NAME` fixed statuses with fixed headers.
 final class Origin {
     struct LoggedRequest: Equatable, CustomStringConvertible {
         var method: String
@@ -41,16 +45,18 @@ final class Origin {
             map $http_accept_language $language { default en; ~^fr fr; }
             """
         let locations = """
+            location /plain/ { add_header Cache-Control max-age=0; }
             location /fresh/ { expires 1h; }
             location /nostore/ { add_header Cache-Control no-store; }
             location = /vary/page { add_header Vary Accept-Language; expires 1h; try_files /vary/$language.txt =404; }
             location /slow/ { limit_rate 1m; }
             location /stall/ { limit_rate 100k; }
             location /things/ { if ($request_method = POST) { return 201; } }
+            \(Self.ruleLocations)
             """
         guard
             let server = try LoopbackOrigin(root: directory.path, http: http, locations: locations, populate: { www in
-                for folder in ["fresh", "nostore", "vary", "slow", "stall", "things", "plain"] {
+                for folder in ["fresh", "nostore", "vary", "slow", "stall", "things", "plain", "heuristic", "h"] + Self.ruleFolders {
                     try FileManager.default.createDirectory(atPath: "\(www)/\(folder)", withIntermediateDirectories: true)
                 }
             })
@@ -61,6 +67,67 @@ final class Origin {
         }
         self.server = server
     }
+
+    /// Locations for the RFC rules' tests, each a folder under `/h/` with static files the test
+    /// writes, plus `/status/…` answered by nginx itself.
+    static let ruleLocations = """
+        location /h/gmt/ { add_header Expires "Thu, 01 Jan 2099 00:00:00 GMT"; }
+        location /h/utc/ { add_header Expires "Thu, 01 Jan 2099 00:00:00 UTC"; }
+        location /h/nocomma/ { add_header Expires "Thu 01 Jan 2099 00:00:00 GMT"; }
+        location /h/dashes/ { add_header Expires "Thu, 01-Jan-2099 00:00:00 GMT"; }
+        location /h/onedigit/ { add_header Expires "Thu, 01 Jan 2099 0:00:00 GMT"; }
+        location /h/spaces/ { add_header Expires "Thu,  01 Jan 2099 00:00:00 GMT"; }
+        location /h/rfc850past/ { add_header Expires "Thursday, 01-Jan-99 00:00:00 GMT"; }
+        location /h/rfc850future/ { add_header Expires "Saturday, 01-Jan-60 00:00:00 GMT"; }
+        location /h/asctime/ { add_header Expires "Thu Jan  1 00:00:00 2099"; }
+        location /h/agelist/ { add_header Cache-Control max-age=3600; add_header Age "7200, 10"; }
+        location /h/ageinvalid/ { add_header Cache-Control max-age=3600; add_header Age "-7200"; }
+        location /h/hop/ {
+            expires 1h; add_header Connection "X-Hop"; add_header X-Hop nominated; add_header Keep-Alive "timeout=5";
+            add_header X-Kept kept;
+        }
+        location /h/nocachefield/ { add_header Cache-Control 'max-age=3600, no-cache="X-Secret"'; add_header X-Secret s; }
+        location /h/private/ { add_header Cache-Control 'private, max-age=3600'; }
+        location /h/privatefield/ { add_header Cache-Control 'private="X-Mine", max-age=3600'; add_header X-Mine m; }
+        location /h/smaxage/ { add_header Cache-Control 'max-age=0, s-maxage=3600'; }
+        location /h/coding/ { add_header Content-Encoding x-unknown; expires 1h; }
+        location /h/swr/ { add_header Cache-Control 'max-age=0, stale-while-revalidate=3600'; }
+        location /h/sie/ {
+            if (-f $document_root/h/down) { add_header Cache-Control max-age=0 always; return 503 "down"; }
+            add_header Cache-Control 'max-age=0, stale-if-error=3600';
+        }
+        location /h/mustrevalidate/ {
+            if (-f $document_root/h/down) { return 503 "down"; }
+            add_header Cache-Control 'max-age=0, must-revalidate, stale-if-error=3600';
+        }
+        location /h/immutable/ { add_header Cache-Control 'max-age=3600, immutable'; }
+        location /h/head/ {
+            add_header Cache-Control max-age=0;
+            if ($request_method = HEAD) { add_header Cache-Control max-age=3600; add_header X-From-Head yes; }
+        }
+        location = /h/newtag {
+            if ($http_if_none_match = '"v1"') {
+                add_header ETag '"v1"'; add_header Last-Modified "Thu, 01 Jan 2015 00:00:00 GMT";
+                add_header Cache-Control max-age=0; add_header X-Updated yes; return 304;
+            }
+            add_header ETag '"v1"'; add_header Cache-Control max-age=0; return 200 "tagged body";
+        }
+        location = /h/othertag {
+            if ($http_if_none_match = '"v1"') { add_header ETag '"v9"'; return 304; }
+            add_header ETag '"v1"'; add_header Cache-Control max-age=0; return 200 "tagged body";
+        }
+        location = /status/500-maxage { add_header Cache-Control max-age=3600 always; return 500 "server error"; }
+        location = /status/503-expires { add_header Expires "Thu, 01 Jan 2099 00:00:00 GMT" always; return 503 "busy"; }
+        location = /status/500-plain { add_header Last-Modified "Thu, 01 Jan 2015 00:00:00 GMT" always; return 500 "e"; }
+        location = /status/500-public { add_header Cache-Control public always; add_header Last-Modified "Thu, 01 Jan 2015 00:00:00 GMT" always; return 500 "p"; }
+        location = /status/404-nostore { add_header Cache-Control 'max-age=3600, no-store' always; return 404 "gone"; }
+        """
+
+    static let ruleFolders = [
+        "gmt", "utc", "nocomma", "dashes", "onedigit", "spaces", "rfc850past", "rfc850future", "asctime", "agelist",
+        "ageinvalid", "hop", "nocachefield", "private", "privatefield", "smaxage", "coding", "swr", "sie",
+        "mustrevalidate", "immutable", "head",
+    ].map { "h/\($0)" }
 
     func url(_ path: String) -> URL { URL(string: server.url + path)! }
 
@@ -87,6 +154,17 @@ final class Origin {
                 method: fields[0], path: fields[1], status: status, ifNoneMatch: value(fields[3]),
                 ifModifiedSince: value(fields[4]), acceptLanguage: value(fields[5]))
         }
+    }
+
+    /// The requests for `path` logged so far, once at least `count` are there (or after `timeout`).
+    func requests(to path: String, atLeast count: Int, timeout: TimeInterval = 5) -> [LoggedRequest] {
+        let deadline = Date().addingTimeInterval(timeout)
+        var logged = requests.filter { $0.path == path }
+        while logged.count < count && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.01)
+            logged = requests.filter { $0.path == path }
+        }
+        return logged
     }
 
     /// The requests logged so far, once at least `count` are there (nginx logs a request just

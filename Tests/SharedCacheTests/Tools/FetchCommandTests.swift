@@ -32,6 +32,8 @@ struct FetchCommandTests {
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any])
         #expect(object["source"] as? String == "revalidated" && object["status"] as? Int == 200)
         #expect(object["bytes"] as? Int == 10 && object["url"] as? String == url)
+        // RFC 9211: what the cache did, as the Cache-Status member it added.
+        #expect(object["cacheStatus"] as? String == "SharedCache; fwd=stale; fwd-status=304; ttl=0")
         let headers = try #require(object["headers"] as? [[String]])
         #expect(headers.contains { $0[0].lowercased() == "etag" })
         #expect(try String(contentsOfFile: directory("copy.txt"), encoding: .utf8) == "page body\n")

@@ -1,0 +1,54 @@
+/// What the cache did with one request, as an RFC 9211 `Cache-Status` list member naming
+/// `SharedCache`: `SharedCache; hit; ttl=3417`, `SharedCache; fwd=stale; fwd-status=304; ttl=60`,
+/// `SharedCache; fwd=uri-miss; fwd-status=200; stored; ttl=3600`.
+///
+/// Every ``FetchResult`` carries one, appended after any `Cache-Status` members the origin's
+/// own caches added (the cache nearest the user comes last, §2).
+struct CacheStatus: Sendable, Equatable, CustomStringConvertible {
+    /// Why the request went forward (§2.2), or `nil` for a hit.
+    enum Forward: String, Sendable {
+        /// Nothing was stored for the URL.
+        case uriMiss = "uri-miss"
+        /// Something was stored for the URL, but no variant matching the request's `Vary` fields.
+        case varyMiss = "vary-miss"
+        /// Stored, but unusable (its body could not be pinned).
+        case miss
+        /// The request asked for it: `no-cache`, `max-age`, `min-fresh`, `no-store`, or
+        /// ``FetchOptions/forceRefresh``.
+        case request
+        /// The stored response was stale.
+        case stale
+        /// The method is one the cache does not answer (HEAD it cannot, POST, OPTIONS, …).
+        case method
+    }
+
+    var forward: Forward?
+    /// The status of the response the origin sent back (§2.3), when forwarded.
+    var forwardStatus: Int?
+    /// Whether the response was stored (§2.5).
+    var stored = false
+    /// Whether another process's or task's request, made while this one waited, answered it (§2.6).
+    var collapsed = false
+    /// Seconds of freshness left (§2.4); negative when a stale response was served.
+    var ttl: Int64?
+    /// More about what happened (§2.8): `stale-while-revalidate`, `stale-if-error`, `offline`,
+    /// `lock-timeout`, `range`.
+    var detail: String?
+
+    static let hit = CacheStatus()
+
+    var description: String {
+        var parts = ["SharedCache"]
+        if let forward {
+            parts.append("fwd=\(forward.rawValue)")
+            if let forwardStatus { parts.append("fwd-status=\(forwardStatus)") }
+        } else {
+            parts.append("hit")
+        }
+        if stored { parts.append("stored") }
+        if collapsed { parts.append("collapsed") }
+        if let ttl { parts.append("ttl=\(ttl)") }
+        if let detail { parts.append("detail=\(detail)") }
+        return parts.joined(separator: "; ")
+    }
+}

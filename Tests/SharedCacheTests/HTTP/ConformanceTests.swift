@@ -1,0 +1,332 @@
+import Foundation
+import Testing
+
+@testable import SharedCache
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The RFC rules one by one, each against nginx sending the headers it needs (``Origin``'s
+/// `/h/…` and `/status/…` locations), asserting on what `fetch` served and on what nginx logged.
+@Suite("HTTP conformance: RFC 9111, 9110, 5861, 8246, 9211 against nginx")
+struct ConformanceTests {
+    let origin: Origin
+    let directory: TemporaryDirectory
+    let cache: SharedCache
+
+    init() throws {
+        origin = try Origin()
+        directory = try TemporaryDirectory()
+        cache = try SharedCache(directory: directory("cache"))
+    }
+
+    func request(_ path: String, _ headers: [(String, String)] = [], method: String = "GET") -> URLRequest {
+        var request = URLRequest(url: origin.url(path))
+        request.httpMethod = method
+        for (name, value) in headers { request.addValue(value, forHTTPHeaderField: name) }
+        return request
+    }
+
+    func fetch(
+        _ path: String, _ headers: [(String, String)] = [], method: String = "GET", options: FetchOptions = FetchOptions(),
+        transport: any HTTPTransport = URLSessionTransport()
+    ) async throws -> FetchResult {
+        try await cache.fetch(request(path, headers, method: method), options: options, transport: transport)
+    }
+
+    /// Fetches `path` twice; returns the second result and the requests nginx logged for it.
+    func twice(_ path: String, body: String = "body") async throws -> (FetchResult, [Origin.LoggedRequest]) {
+        if !path.hasPrefix("/status/") { try origin.write(path, body) }
+        _ = try await fetch(path)
+        let second = try await fetch(path)
+        return (second, origin.requests(to: path, atLeast: second.source == .fresh ? 1 : 2))
+    }
+
+    // MARK: Storing (RFC 9111 §3, RFC 9110 §15.1)
+
+    @Test("§3: a 500 and a 503 with explicit freshness are stored and served fresh")
+    func anyStatusWithExplicitFreshnessIsStored() async throws {
+        for path in ["/status/500-maxage", "/status/503-expires"] {
+            let (second, logged) = try await twice(path)
+            #expect(second.source == .fresh && (500..<600).contains(second.status), "\(path)")
+            #expect(logged.count == 1, "\(path): \(logged)")
+        }
+    }
+
+    @Test("§4.2.2: a 500 without explicit freshness is not heuristically fresh; with public it is")
+    func theHeuristicIsLimitedToHeuristicallyCacheableCodesOrPublic() async throws {
+        let (plain, plainLogged) = try await twice("/status/500-plain")
+        #expect(plain.source == .downloaded && plainLogged.count == 2)
+        let (open, openLogged) = try await twice("/status/500-public")
+        #expect(open.source == .fresh && openLogged.count == 1)
+    }
+
+    @Test("§3: no-store is never stored, whatever else the response says")
+    func noStoreWins() async throws {
+        let (second, logged) = try await twice("/status/404-nostore")
+        #expect(second.source == .downloaded && second.status == 404 && logged.count == 2)
+    }
+
+    @Test("§5.2.2.7: a private cache stores private responses, and keeps private=\"field\" fields")
+    func privateIsStoredByAPrivateCache() async throws {
+        let (second, logged) = try await twice("/h/private/p.txt")
+        #expect(second.source == .fresh && logged.count == 1)
+        let (field, fieldLogged) = try await twice("/h/privatefield/p.txt")
+        #expect(field.source == .fresh && fieldLogged.count == 1 && field.headers["X-Mine"] == "m")
+    }
+
+    @Test("§3.5: a private cache may store and reuse a response to a request with Authorization")
+    func authorizationDoesNotStopAPrivateCache() async throws {
+        try origin.write("/fresh/auth.txt", "mine")
+        _ = try await fetch("/fresh/auth.txt", [("Authorization", "Bearer x")])
+        let second = try await fetch("/fresh/auth.txt", [("Authorization", "Bearer x")])
+        #expect(second.source == .fresh && origin.requests(atLeast: 1).count == 1)
+    }
+
+    @Test("§5.2.2.10: s-maxage is for shared caches; a private cache goes by max-age=0")
+    func sMaxAgeIsIgnored() async throws {
+        let (second, logged) = try await twice("/h/smaxage/s.txt")
+        #expect(second.source == .revalidated && logged.count == 2)
+    }
+
+    // MARK: Heuristic freshness (RFC 9111 §4.2.2)
+
+    @Test("§4.2.2: on by default, 10 % of the time since Last-Modified, capped; the option turns it off")
+    func heuristicFreshnessIsOnByDefaultAndCapped() async throws {
+        try origin.write("/heuristic/ten-hours.txt", "old file", modified: Date(timeIntervalSinceNow: -36_000))
+        _ = try await fetch("/heuristic/ten-hours.txt")
+        let fresh = try await fetch("/heuristic/ten-hours.txt")
+        #expect(fresh.source == .fresh)
+        // 10 % of ten hours: an hour (less the seconds this test took on a busy machine).
+        let ttl = try #require(fresh.cacheStatus.flatMap { Self.parameter("ttl", in: $0) })
+        #expect((3000...3600).contains(ttl), "\(fresh.cacheStatus ?? "-")")
+
+        try origin.write("/heuristic/capped.txt", "old file", modified: Date(timeIntervalSinceNow: -36_000))
+        let capped = FetchOptions(heuristicFreshnessLimit: .seconds(60))
+        let first = try await fetch("/heuristic/capped.txt", options: capped)
+        let cappedTTL = try #require(first.cacheStatus.flatMap { Self.parameter("ttl", in: $0) })
+        #expect((1...60).contains(cappedTTL), "\(first.cacheStatus ?? "-")")
+
+        try origin.write("/heuristic/off.txt", "old file", modified: Date(timeIntervalSinceNow: -36_000))
+        let off = FetchOptions(heuristicFreshness: false)
+        _ = try await fetch("/heuristic/off.txt", options: off)
+        #expect(try await fetch("/heuristic/off.txt", options: off).source == .revalidated)
+    }
+
+    // MARK: Dates (RFC 9110 §5.6.7, RFC 9111 §5.3)
+
+    @Test("§5.3: Expires in each of the three formats counts; anything else is already expired")
+    func expiresInTheThreeFormatsOnly() async throws {
+        for folder in ["gmt", "rfc850future", "asctime"] {
+            let (second, logged) = try await twice("/h/\(folder)/d.txt")
+            #expect(second.source == .fresh && logged.count == 1, "\(folder)")
+        }
+        // RFC 850's "99" is more than 50 years ahead, so 1999: expired.
+        for folder in ["utc", "nocomma", "dashes", "onedigit", "spaces", "rfc850past"] {
+            let (second, logged) = try await twice("/h/\(folder)/d.txt")
+            #expect(second.source == .revalidated && logged.count == 2, "\(folder)")
+        }
+    }
+
+    // MARK: Age (RFC 9111 §5.1)
+
+    @Test("§5.1: of an Age list the first member counts; an invalid Age is ignored")
+    func ageListsAndInvalidAges() async throws {
+        let (listed, listedLogged) = try await twice("/h/agelist/a.txt")
+        #expect(listed.source == .revalidated && listedLogged.count == 2)  // 7200 > max-age 3600
+        let (invalid, invalidLogged) = try await twice("/h/ageinvalid/a.txt")
+        #expect(invalid.source == .fresh && invalidLogged.count == 1)
+    }
+
+    // MARK: Fields not stored (RFC 9111 §3.1, §5.2.2.4; RFC 9110 §7.6.1)
+
+    @Test("§3.1: hop-by-hop fields and those Connection nominates are not stored")
+    func hopByHopFieldsAreNotStored() async throws {
+        let (second, _) = try await twice("/h/hop/h.txt")
+        #expect(second.source == .fresh)
+        #expect(second.headers["X-Hop"] == nil && second.headers["Keep-Alive"] == nil)
+        #expect(second.headers["Connection"] == nil && second.headers["X-Kept"] == "kept")
+    }
+
+    @Test("§5.2.2.4: no-cache=\"field\" keeps the response reusable, without that field")
+    func qualifiedNoCacheDropsTheNamedField() async throws {
+        let (second, logged) = try await twice("/h/nocachefield/n.txt")
+        #expect(second.source == .fresh && logged.count == 1)
+        #expect(second.headers["X-Secret"] == nil && second.data == Data("body".utf8))
+    }
+
+    // MARK: Codings (RFC 9110 §8.4)
+
+    @Test("§8.4: an unknown Content-Encoding does not fail the fetch; the bytes are kept as received")
+    func anUnknownContentCodingIsStoredAsReceived() async throws {
+        let (second, _) = try await twice("/h/coding/c.bin", body: "opaque bytes")
+        #expect(second.data == Data("opaque bytes".utf8) && second.headers["Content-Encoding"] == "x-unknown")
+        // The first fetch asked twice on Linux (URLSession failed to decode; then a plain
+        // connection); the second was a hit.
+        #expect(second.source == .fresh && origin.requests(to: "/h/coding/c.bin", atLeast: 1).count <= 2)
+    }
+
+    // MARK: Serving stale (RFC 9111 §4.2.4, RFC 5861)
+
+    @Test("RFC 5861 §3: stale-while-revalidate serves stale at once and revalidates in the background")
+    func staleWhileRevalidate() async throws {
+        try origin.write("/h/swr/s.txt", "first")
+        _ = try await fetch("/h/swr/s.txt")
+        let stale = try await fetch("/h/swr/s.txt")
+        #expect(stale.source == .stale && stale.data == Data("first".utf8))
+        #expect(stale.cacheStatus?.contains("detail=stale-while-revalidate") == true)
+        await cache.waitForBackgroundRevalidations()
+        #expect(origin.requests(atLeast: 2).map(\.status) == [200, 304])
+
+        try origin.write("/h/swr/s.txt", "second, longer", modified: Date())
+        #expect(try await fetch("/h/swr/s.txt").data == Data("first".utf8))
+        await cache.waitForBackgroundRevalidations()
+        #expect(origin.requests(atLeast: 3).map(\.status) == [200, 304, 200])
+        #expect(try await fetch("/h/swr/s.txt").data == Data("second, longer".utf8))
+    }
+
+    @Test("RFC 5861 §4: stale-if-error answers a 503 and a dead network; must-revalidate forbids it")
+    func staleIfError() async throws {
+        try origin.write("/h/sie/e.txt", "kept")
+        try origin.write("/h/mustrevalidate/m.txt", "strict")
+        _ = try await fetch("/h/sie/e.txt")
+        _ = try await fetch("/h/mustrevalidate/m.txt")
+        try origin.write("/h/down", "")
+        let on503 = try await fetch("/h/sie/e.txt")
+        #expect(on503.source == .offline && on503.status == 200 && on503.data == Data("kept".utf8))
+        #expect(on503.cacheStatus?.contains("fwd-status=503") == true)
+        let offline = try await fetch("/h/sie/e.txt", transport: FailingTransport())
+        #expect(offline.source == .offline && offline.data == Data("kept".utf8))
+        let strict = try await fetch("/h/mustrevalidate/m.txt")
+        #expect(strict.status == 503 && strict.source == .downloaded)
+        // The request's own stale-if-error (RFC 5861 §4) counts too.
+        try origin.write("/plain/r.txt", "plain")
+        try FileManager.default.removeItem(atPath: origin.directory("www/h/down"))
+        _ = try await fetch("/plain/r.txt")
+        let asked = try await fetch("/plain/r.txt", [("Cache-Control", "stale-if-error=3600")], transport: FailingTransport())
+        #expect(asked.source == .offline && asked.data == Data("plain".utf8))
+    }
+
+    // MARK: Partial content (RFC 9110 §14)
+
+    @Test("§14.2: a Range is answered 206 from a stored whole response; 416 when unsatisfiable")
+    func rangesFromAStoredResponse() async throws {
+        try origin.write("/fresh/r.txt", "0123456789")
+        _ = try await fetch("/fresh/r.txt")
+        let middle = try await fetch("/fresh/r.txt", [("Range", "bytes=2-5")])
+        #expect(middle.status == 206 && middle.data == Data("2345".utf8))
+        #expect(middle.headers["Content-Range"] == "bytes 2-5/10" && middle.headers["Content-Length"] == "4")
+        let suffix = try await fetch("/fresh/r.txt", [("Range", "bytes=-3")])
+        #expect(suffix.status == 206 && suffix.data == Data("789".utf8))
+        let open = try await fetch("/fresh/r.txt", [("Range", "bytes=7-")])
+        #expect(open.status == 206 && open.data == Data("789".utf8))
+        let beyond = try await fetch("/fresh/r.txt", [("Range", "bytes=10-20")])
+        #expect(beyond.status == 416 && beyond.headers["Content-Range"] == "bytes */10" && beyond.data.isEmpty)
+        let several = try await fetch("/fresh/r.txt", [("Range", "bytes=0-1, 4-5")])
+        #expect(several.status == 200 && several.data == Data("0123456789".utf8))
+        let notThatOne = try await fetch("/fresh/r.txt", [("Range", "bytes=0-1"), ("If-Range", "\"other\"")])
+        #expect(notThatOne.status == 200 && notThatOne.data.count == 10)
+        #expect(origin.requests(atLeast: 1).count == 1)
+    }
+
+    @Test("§3.3: a 206 from the origin is passed on, never stored as a whole response")
+    func aPartialResponseIsNotStoredAsWhole() async throws {
+        try origin.write("/plain/part.txt", "0123456789")
+        let part = try await fetch("/plain/part.txt", [("Range", "bytes=0-3")])
+        #expect(part.status == 206 && part.data == Data("0123".utf8))
+        let whole = try await fetch("/plain/part.txt")
+        #expect(whole.status == 200 && whole.data == Data("0123456789".utf8) && whole.source == .downloaded)
+    }
+
+    // MARK: Vary (RFC 9111 §4.1)
+
+    @Test("§4.1: Vary values are normalised: list spacing and several fields select one variant")
+    func varyValuesAreNormalised() async throws {
+        try origin.write("/vary/en.txt", "hello")
+        try origin.write("/vary/fr.txt", "bonjour")
+        _ = try await fetch("/vary/page", [("Accept-Language", "en,de")])
+        let spaced = try await fetch("/vary/page", [("accept-language", "en ,  de")])
+        let split = try await fetch("/vary/page", [("Accept-Language", "en"), ("Accept-Language", "de")])
+        #expect(spaced.source == .fresh && split.source == .fresh && split.data == Data("hello".utf8))
+        let other = try await fetch("/vary/page", [("Accept-Language", "fr")])
+        #expect(other.source == .downloaded && other.cacheStatus?.contains("fwd=vary-miss") == true)
+        #expect(origin.requests(atLeast: 2).count == 2)
+    }
+
+    // MARK: HEAD, 304, immutable (RFC 9111 §4.3.4, §4.3.5; RFC 8246)
+
+    @Test("§4.3.5: a HEAD response freshens the stored GET")
+    func headFreshensTheStoredGet() async throws {
+        try origin.write("/h/head/h.txt", "head body")
+        _ = try await fetch("/h/head/h.txt")
+        let head = try await fetch("/h/head/h.txt", method: "HEAD")
+        #expect(head.status == 200 && head.data.isEmpty)
+        let after = try await fetch("/h/head/h.txt")
+        #expect(after.source == .fresh && after.data == Data("head body".utf8) && after.headers["X-From-Head"] == "yes")
+        #expect(origin.requests(atLeast: 2).map(\.method) == ["GET", "HEAD"])
+    }
+
+    @Test("§4.3.4: a 304 updates the stored fields, validators included")
+    func aNotModifiedUpdatesHeadersAndValidators() async throws {
+        _ = try await fetch("/h/newtag")
+        let revalidated = try await fetch("/h/newtag")
+        #expect(revalidated.source == .revalidated && revalidated.data == Data("tagged body".utf8))
+        #expect(revalidated.headers["X-Updated"] == "yes")
+        #expect(revalidated.headers["Last-Modified"] == "Thu, 01 Jan 2015 00:00:00 GMT")
+        let again = try await fetch("/h/newtag")
+        #expect(again.source == .revalidated)
+        let logged = origin.requests(atLeast: 3)
+        #expect(logged.map(\.status) == [200, 304, 304], "\(logged)")
+        // The Last-Modified the 304 brought is a validator now.
+        #expect(logged[2].ifNoneMatch == "\"v1\"" && logged[2].ifModifiedSince == "Thu, 01 Jan 2015 00:00:00 GMT")
+    }
+
+    @Test("§4.3.4: a 304 with another strong validator updates nothing; the body is fetched again")
+    func aNotModifiedForAnotherRepresentationIsNotUsed() async throws {
+        _ = try await fetch("/h/othertag")
+        let result = try await fetch("/h/othertag")
+        #expect(result.source == .downloaded && result.data == Data("tagged body".utf8))
+        let logged = origin.requests(atLeast: 3)
+        #expect(logged.map(\.status) == [200, 304, 200] && !logged[2].hasValidators, "\(logged)")
+    }
+
+    @Test("RFC 8246: immutable skips a reload's revalidation while fresh; forceRefresh still refreshes")
+    func immutableIsNotRevalidatedOnReload() async throws {
+        try origin.write("/h/immutable/i.txt", "forever")
+        _ = try await fetch("/h/immutable/i.txt")
+        #expect(try await fetch("/h/immutable/i.txt", [("Cache-Control", "no-cache")]).source == .fresh)
+        #expect(try await fetch("/h/immutable/i.txt", [("Cache-Control", "max-age=0")]).source == .fresh)
+        #expect(try await fetch("/h/immutable/i.txt", options: FetchOptions(forceRefresh: true)).source == .downloaded)
+        #expect(origin.requests(atLeast: 2).count == 2)
+    }
+
+    // MARK: Cache-Status (RFC 9211)
+
+    @Test("RFC 9211: every answer says what the cache did")
+    func cacheStatusOnEveryAnswer() async throws {
+        try origin.write("/fresh/c.txt", "status")
+        try origin.write("/plain/c.txt", "status")
+        let miss = try await fetch("/fresh/c.txt")
+        #expect(miss.cacheStatus?.hasPrefix("SharedCache; fwd=uri-miss; fwd-status=200; stored; ttl=") == true)
+        let hit = try await fetch("/fresh/c.txt")
+        #expect(hit.cacheStatus?.hasPrefix("SharedCache; hit; ttl=") == true)
+        let reload = try await fetch("/fresh/c.txt", [("Cache-Control", "no-cache")])
+        #expect(reload.cacheStatus?.hasPrefix("SharedCache; fwd=request; fwd-status=304") == true)
+        _ = try await fetch("/plain/c.txt")
+        let stale = try await fetch("/plain/c.txt")
+        #expect(stale.cacheStatus == "SharedCache; fwd=stale; fwd-status=304; ttl=0")
+        let posted = try await fetch("/things/c", method: "POST")
+        #expect(posted.cacheStatus == "SharedCache; fwd=method; fwd-status=201")
+        let offline = try await fetch("/plain/c.txt", options: FetchOptions(onlyFromCache: true))
+        #expect(offline.cacheStatus?.contains("detail=offline") == true)
+        // The member is the last Cache-Status field, after any the origin's caches added.
+        #expect(hit.headers.filter { $0.name == "Cache-Status" }.count == 1)
+    }
+
+    /// `name=N` in a Cache-Status member.
+    static func parameter(_ name: String, in member: String) -> Int? {
+        member.split(separator: ";").map { $0.trimmingSpaces() }.first { $0.hasPrefix("\(name)=") }
+            .flatMap { Int($0.dropFirst(name.count + 1)) }
+    }
+}

@@ -1,0 +1,178 @@
+import Foundation
+import Testing
+
+@testable import SharedCache
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One request per URL across processes, with real worker processes and nginx's log as the
+/// judge: a cold URL is downloaded once, a revalidation is shared, and a waiter whose holder
+/// stops making progress fetches for itself.
+@Suite("HTTP: single flight across processes")
+struct SingleFlightTests {
+    let origin: Origin
+    let directory: TemporaryDirectory
+
+    init() throws {
+        origin = try Origin()
+        directory = try TemporaryDirectory()
+    }
+
+    /// Waits for every worker; returns each one's output lines.
+    func finish(_ workers: [(Process, Pipe, Pipe)]) -> [[String]] {
+        workers.map { process, output, errors in
+            let result = Worker.Result(finishing: process, output: output, errors: errors)
+            #expect(result.status == 0, "\(result.errors)")
+            return result.output.split(separator: "\n").map(String.init)
+        }
+    }
+
+    /// The defect found by a client written as a user would: a process that took the fetch lock
+    /// just after another one released it sent the request it had planned on its stale lookup,
+    /// so a cold URL was downloaded twice (2 trials in 9, five processes). The lookup is now
+    /// repeated after every acquisition. Half the workers pause between lookup and lock (as a
+    /// descheduled process would, `SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK_MS`), so every trial
+    /// has a late locker; the other half race as they come.
+    @Test func eightColdProcessesDownloadEachURLOnceInEveryTrial() throws {
+        let trials = 10
+        for index in 0..<trials { try origin.write("/fresh/race\(index).txt", "race \(index)") }
+        _ = try SharedCache(directory: directory("cache"))
+        let startAt = Int((Date().timeIntervalSince1970 + 1.5) * 1000)
+        let workers = try (0..<8).map { number in
+            try Worker.start(
+                [
+                    "fetch-series", directory("cache"), origin.url("/fresh/race").absoluteString, "\(trials)",
+                    "\(startAt)", "250",
+                ], environment: number % 2 == 0 ? [:] : ["SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK_MS": "120"])
+        }
+        let lines = finish(workers)
+        #expect(lines.allSatisfy { $0.count == trials })
+        let logged = origin.requests(atLeast: trials)
+        var perPath: [String: Int] = [:]
+        for request in logged { perPath[request.path, default: 0] += 1 }
+        let twice = perPath.filter { $0.value > 1 }.keys.sorted()
+        #expect(twice.isEmpty, "downloaded more than once: \(twice)")
+        #expect(perPath.count == trials)
+        #expect(lines.joined().filter { $0 == "source=downloaded status=200" }.count == trials)
+    }
+
+    /// Starts `count` `fetch` workers on `path` together, each holding every request it sends
+    /// back `delay` ms so the first one's is surely under way when the others look; the odd
+    /// ones pause `pause` ms between their lookup and the lock.
+    func fetchTogether(_ path: String, count: Int, delay: Int, pause: Int = 0) throws -> [[String]] {
+        let startAt = Int((Date().timeIntervalSince1970 + 2.5) * 1000)
+        let workers = try (0..<count).map { number in
+            try Worker.start(
+                ["fetch", directory("cache"), origin.url(path).absoluteString, "\(startAt)"],
+                environment: [
+                    "SHAREDCACHE_TEST_SEND_DELAY_MS": "\(delay)",
+                    "SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK_MS": number % 2 == 1 ? "\(pause)" : "0",
+                ])
+        }
+        return finish(workers)
+    }
+
+    /// Collapsed revalidation: processes that ask for a stale entry at the same time share one
+    /// conditional request and its 304 (as Varnish and nginx's proxy_cache_lock do) — those
+    /// that wait for the lock, and those that get it just after the 304 came back (the odd
+    /// ones pause past it between their lookup and the lock, and used to send their own).
+    @Test func sixProcessesRevalidatingOneStaleEntrySendOneConditionalRequest() async throws {
+        try origin.write("/plain/shared.txt", "shared body")
+        let cache = try SharedCache(directory: directory("cache"))
+        _ = try await cache.fetch(URLRequest(url: origin.url("/plain/shared.txt")))
+        let lines = try fetchTogether("/plain/shared.txt", count: 6, delay: 1000, pause: 1300)
+        let sources = lines.flatMap { $0 }.map { String($0.split(separator: " ")[0]) }
+        #expect(sources.filter { $0 == "source=revalidated" }.count == 1, "\(sources)")
+        #expect(sources.filter { $0 == "source=fresh" }.count == 5, "\(sources)")
+        #expect(origin.requests(atLeast: 2).map(\.status) == [200, 304])
+    }
+
+    /// RFC 5861 §3 across processes: every process serves the stale response at once, and one
+    /// of them revalidates it.
+    @Test func sixProcessesServingStaleWhileRevalidatingSendOneRequest() async throws {
+        try origin.write("/h/swr/shared.txt", "stale is fine")
+        let cache = try SharedCache(directory: directory("cache"))
+        _ = try await cache.fetch(URLRequest(url: origin.url("/h/swr/shared.txt")))
+        let lines = try fetchTogether("/h/swr/shared.txt", count: 6, delay: 1000)
+        let sources = lines.flatMap { $0 }.map { String($0.split(separator: " ")[0]) }
+        #expect(sources.allSatisfy { $0 == "source=stale" }, "\(sources)")
+        #expect(origin.requests(atLeast: 2).map(\.status) == [200, 304])
+    }
+
+    /// Starts a `fetch` worker on `url` that holds its request back `delay` ms, and returns
+    /// once it says it is holding it back (so it holds the URL's fetch lock): a signal through
+    /// its standard error, not a poll that a busy test process could miss.
+    func startHolder(_ url: URL, delay: Int) throws -> Process {
+        let (holder, _, errors) = try Worker.start(
+            ["fetch", directory("cache"), url.absoluteString], environment: ["SHAREDCACHE_TEST_SEND_DELAY_MS": "\(delay)"])
+        var said = Data()
+        while !String(decoding: said, as: UTF8.self).contains("sending\n") {
+            let more = errors.fileHandleForReading.availableData
+            guard !more.isEmpty else {
+                Issue.record("the holder exited before sending: \(String(decoding: said, as: UTF8.self))")
+                break
+            }
+            said += more
+        }
+        return holder
+    }
+
+    /// A waiter is never worse off than without the cache: when the process holding the URL's
+    /// fetch lock is stopped (SIGSTOP), its heartbeat stops, and the waiter sends its own request
+    /// after `stalledFetchTimeout` (not after `waitTimeout`); once the holder is killed, the lock
+    /// is free and the answer is stored.
+    @Test func aWaiterWhoseHolderIsStoppedFetchesForItself() async throws {
+        try origin.write("/fresh/held.txt", "held")
+        let cache = try SharedCache(directory: directory("cache"))
+        let url = origin.url("/fresh/held.txt")
+        let holder = try startHolder(url, delay: 60_000)
+        defer {
+            kill(holder.processIdentifier, SIGKILL)
+            holder.waitUntilExit()
+        }
+        kill(holder.processIdentifier, SIGSTOP)
+
+        let options = FetchOptions(waitTimeout: .seconds(60), stalledFetchTimeout: .milliseconds(1500))
+        let own = try await cache.fetch(URLRequest(url: url), options: options)
+        #expect(own.source == .downloaded && own.data == Data("held".utf8))
+        // It gave up waiting (not: got the lock), and could not store while the holder held it.
+        #expect(own.cacheStatus?.contains("detail=lock-timeout") == true && own.cacheStatus?.contains("stored") == false)
+
+        kill(holder.processIdentifier, SIGKILL)
+        holder.waitUntilExit()
+        let stored = try await cache.fetch(URLRequest(url: url), options: options)
+        #expect(stored.source == .downloaded && stored.cacheStatus?.contains("stored") == true)
+        #expect(try await cache.fetch(URLRequest(url: url)).source == .fresh)
+        #expect(origin.requests(atLeast: 2).count == 2)  // the stopped holder never sent its request
+    }
+
+    /// A waiter past its own `waitTimeout` goes too, whatever the holder does.
+    @Test func aWaiterPastItsWaitTimeoutFetchesForItself() async throws {
+        try origin.write("/fresh/slow-holder.txt", "slow")
+        let cache = try SharedCache(directory: directory("cache"))
+        let url = origin.url("/fresh/slow-holder.txt")
+        let holder = try startHolder(url, delay: 60_000)
+        defer {
+            kill(holder.processIdentifier, SIGKILL)
+            holder.waitUntilExit()
+        }
+        let own = try await cache.fetch(URLRequest(url: url), options: FetchOptions(waitTimeout: .milliseconds(300)))
+        #expect(own.source == .downloaded && own.cacheStatus?.contains("detail=lock-timeout") == true)
+    }
+
+    /// A holder that is slow but alive (it shows a sign of life every second) is waited for,
+    /// and its answer shared: one request in nginx's log.
+    @Test func aWaiterWaitsForASlowButLiveHolder() async throws {
+        try origin.write("/fresh/alive.txt", "alive")
+        let cache = try SharedCache(directory: directory("cache"))
+        let url = origin.url("/fresh/alive.txt")
+        let holder = try startHolder(url, delay: 3500)
+        let options = FetchOptions(waitTimeout: .seconds(60), stalledFetchTimeout: .milliseconds(2500))
+        let shared = try await cache.fetch(URLRequest(url: url), options: options)
+        holder.waitUntilExit()
+        #expect(shared.source == .fresh && shared.data == Data("alive".utf8))
+        #expect(origin.requests(atLeast: 1).count == 1)
+    }
+}
