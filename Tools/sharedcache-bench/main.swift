@@ -18,54 +18,6 @@ import Glibc
 import Darwin
 #endif
 
-struct Options {
-    var quick = false
-    var directory: String? = nil
-    var json: String? = nil
-    var compactionOnly = false
-    var httpOnly = false
-    var mixedOnly = false
-    var peer: String? = nil
-
-    init(_ arguments: ArraySlice<String>) {
-        var arguments = arguments
-        while let argument = arguments.popFirst() {
-            let (name, inline) = argument.split(separator: "=", maxSplits: 1).map(String.init).pair
-            func value() -> String {
-                if let inline { return inline }
-                guard let next = arguments.popFirst() else { usage("\(name) needs a value") }
-                return next
-            }
-            switch name {
-            case "--quick": quick = true
-            case "--compaction-only": compactionOnly = true
-            case "--http-only": httpOnly = true
-            case "--mixed-only": mixedOnly = true
-            case "--dir": directory = value()
-            case "--json": json = value()
-            case "--peer": peer = value()
-            case "-h", "--help": usage(nil)
-            default: usage("unknown option \(argument)")
-            }
-        }
-    }
-}
-
-extension Array where Element == String {
-    var pair: (String, String?) { (self[0], count > 1 ? self[1] : nil) }
-}
-
-func usage(_ problem: String?) -> Never {
-    let text =
-        "usage: sharedcache-bench [--quick] [--compaction-only | --http-only | --mixed-only] [--peer PYTHON] [--dir DIR] [--json FILE]\n"
-    if let problem {
-        FileHandle.standardError.write(Data("sharedcache-bench: \(problem)\n\(text)".utf8))
-        exit(64)
-    }
-    print(text, terminator: "")
-    exit(0)
-}
-
 // MARK: - Main
 
 // Helper processes for the cross-process rows.
@@ -93,60 +45,11 @@ let runRoot = "\(base)/run-\(getpid())"
 try FileManager.default.createDirectory(atPath: runRoot, withIntermediateDirectories: true)
 defer { try? FileManager.default.removeItem(atPath: runRoot) }
 
-struct Row: Codable {
-    var workload: String
-    var floor: Measurement
-    var cache: Measurement
-    /// python-diskcache doing the same operations, interleaved with these (with `--peer`).
-    var peer: Measurement?
-    var ratio: Double
-    var target: Double
-}
-
-/// The compaction table.
-func printCompaction(_ compaction: CompactionMeasurement) {
-    print("| compaction pass, \(compaction.entries) entries, evicting \(compaction.evicted) | value | target |")
-    print("|---|---|---|")
-    print("| open the cache (load the index) | \(format(compaction.openMilliseconds)) ms | |")
-    print(
-        "| pass: plan, journal, checkpoint | \(format(compaction.passMilliseconds)) ms | ≤ 3000 ms at 1,000,000 |")
-    print("| then unlink the evicted blobs | \(format(compaction.unlinkMilliseconds)) ms | |")
-    print("| floor: unlink as many same-size files | \(format(compaction.unlinkFloorMilliseconds)) ms | |")
-    print("| orphan sweep of every blob file | \(format(compaction.orphanSweepMilliseconds)) ms | |")
-    print("| peak resident memory of the compactor | \(format(compaction.peakResidentMegabytes)) MB | ≤ 200 MB |")
-    print("| checkpoint (manifest) size | \(format(compaction.manifestBytesPerEntry)) B/entry | |")
-}
-
-/// The HTTP table.
-func printHTTP(_ http: HTTPMeasurement?) {
-    if let http {
-        let added = http.revalidatedFetch.p50Microseconds - http.bareConditional.p50Microseconds
-        let share = added / http.bareConditional.p50Microseconds * 100
-        print("| HTTP against nginx on loopback, 1 KB, \(httpRequests) requests | p50 µs | p99 µs | added (p50) | target |")
-        print("|---|---|---|---|---|")
-        print(
-            "| URLSession alone: conditional GET, 304 | \(format(http.bareConditional.p50Microseconds)) | "
-                + "\(format(http.bareConditional.p99Microseconds)) | | |")
-        print(
-            "| fetch, revalidated (pin, 304, freshen, serve) | \(format(http.revalidatedFetch.p50Microseconds)) | "
-                + "\(format(http.revalidatedFetch.p99Microseconds)) | \(format(added)) µs = \(String(format: "%.0f", share)) % "
-                + "| ≤ 10 % or ≤ 100 µs |")
-        print("| get (memory tier) | \(format(http.plainGet.p50Microseconds)) | \(format(http.plainGet.p99Microseconds)) | | |")
-        print(
-            "| fetch, fresh hit | \(format(http.freshFetch.p50Microseconds)) | \(format(http.freshFetch.p99Microseconds)) | "
-                + "\(format(http.freshFetch.p50Microseconds - http.plainGet.p50Microseconds)) µs | |")
-        print("| get 1 KB from disk | \(format(http.diskGet.p50Microseconds)) | \(format(http.diskGet.p99Microseconds)) | | |")
-        print("| get 1 KB from the memory tier | \(format(http.memoryGet.p50Microseconds)) | \(format(http.memoryGet.p99Microseconds)) | | |")
-    } else {
-        print("(HTTP rows skipped: /usr/sbin/nginx is not installed; apt-get install nginx-light)")
-    }
-}
-
 let scale = options.quick ? 10 : 1
 let compactionEntries = options.quick ? 100_000 : 1_000_000
 let httpRequests = options.quick ? 300 : 3000
 if options.httpOnly {
-    printHTTP(try httpWorkloads(in: "\(runRoot)/http", requests: httpRequests))
+    printHTTP(try httpWorkloads(in: "\(runRoot)/http", requests: httpRequests), requests: httpRequests)
     try? FileManager.default.removeItem(atPath: runRoot)
     exit(0)
 }
@@ -218,10 +121,7 @@ let (largestRow, compaction) = try largestScale()
 scaleRows.append(largestRow)
 let instructions = try instructionCounts(in: "\(runRoot)/instructions")
 
-func format(_ value: Double) -> String { String(format: value < 10 ? "%.2f" : "%.1f", value) }
-func formatRate(_ value: Double) -> String {
-    value >= 1000 ? String(format: "%.0fk", value / 1000) : String(format: "%.0f", value)
-}
+
 
 print(
     "SharedCache benchmark: \(ProcessInfo.processInfo.activeProcessorCount) CPUs, "
@@ -255,11 +155,11 @@ print(
     "An idle subscriber process used \(format(Double(idleCPU) / 1000)) ms of CPU in \(Int(idleSeconds)) s "
         + "(one journal check per second; the fallback poll interval bounds a missed wake-up to 1 s).")
 print("")
-printHTTP(http)
+printHTTP(http, requests: httpRequests)
 print("")
 printPeer()
 print("")
-printScale()
+printScale(scaleRows, instructions: instructions)
 print("")
 printCompaction(compaction)
 print("")
@@ -300,55 +200,6 @@ print(
     printMixed(mixed)
 }
 
-/// The 8-process table: the floors, diskcache (when measured) and SharedCache.
-func printMixed(_ runs: MixedRuns) {
-    print("| \(mixedProcesses) processes at once, 90 % get / 10 % put of 1 KB over \(mixedKeys) keys | ops/s (all processes) "
-        + "| p50 µs | p99 µs | p99.9 µs | max µs | target |")
-    print("|---|---|---|---|---|---|---|")
-    func mixedLine(_ name: String, _ run: MixedMeasurement, _ target: String) {
-        print("| \(name) | \(formatRate(run.operationsPerSecond)) | \(format(run.p50Microseconds)) | \(format(run.p99Microseconds)) "
-            + "| \(format(run.p999Microseconds)) | \(format(run.maxMicroseconds)) | \(target) |")
-    }
-    mixedLine("floor: the same syscalls alone (open + pread + close; create + write + rename + append)", runs.floor, "")
-    mixedLine(
-        "scheduler: each operation only keeps the CPU busy for SharedCache's p50 (\(format(runs.sharedCache.p50Microseconds)) µs)",
-        runs.scheduler, "")
-    if let diskcache = runs.diskcache { mixedLine("diskcache", diskcache, "") }
-    let ratio = runs.diskcache.map { String(format: ", %.1f× diskcache's ops/s", runs.sharedCache.operationsPerSecond / $0.operationsPerSecond) } ?? ""
-    mixedLine("SharedCache\(ratio)", runs.sharedCache, "≥ 2× ops/s, p99.9 ≤ 5000 µs")
-    let cores = runs.sharedCacheOnePerCore.processes
-    mixedLine("SharedCache with \(cores) processes, one per core (4× the operations each)", runs.sharedCacheOnePerCore, "")
-}
-
-/// Cost per operation, open time and memory as the directory grows; instructions per operation.
-@MainActor func printScale() {
-    print("| entries (100 B each) | open ms | resident B/entry | get p50 µs | get floor | get ÷ floor | put p50 µs | put floor | put ÷ floor |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    func getRatio(_ row: ScaleMeasurement) -> Double { row.get.p50Microseconds / row.getFloor.p50Microseconds }
-    func putRatio(_ row: ScaleMeasurement) -> Double { row.put.p50Microseconds / row.putFloor.p50Microseconds }
-    for row in scaleRows {
-        print("| \(row.entries) | \(format(row.openMilliseconds)) | \(format(row.residentBytesPerEntry)) "
-            + "| \(format(row.get.p50Microseconds)) | \(format(row.getFloor.p50Microseconds)) | \(String(format: "%.2f", getRatio(row))) "
-            + "| \(format(row.put.p50Microseconds)) | \(format(row.putFloor.p50Microseconds)) | \(String(format: "%.2f", putRatio(row))) |")
-    }
-    if let first = scaleRows.first, let last = scaleRows.last {
-        print("")
-        print("From \(first.entries) to \(last.entries) entries, against the floor in the same folders: "
-            + "get \(String(format: "%.2f×", getRatio(last) / getRatio(first))), "
-            + "put \(String(format: "%.2f×", putRatio(last) / putRatio(first))) (target ≤ 1.5×); "
-            + "unnormalised: get \(String(format: "%.2f×", last.get.p50Microseconds / first.get.p50Microseconds)), "
-            + "put \(String(format: "%.2f×", last.put.p50Microseconds / first.put.p50Microseconds)); "
-            + "open \(format(last.openMilliseconds)) ms (target ≤ 500 ms at 1,000,000); "
-            + "\(format(last.residentBytesPerEntry)) B/entry resident (target ≤ 150).")
-    }
-    if let instructions {
-        print("Instructions per operation (callgrind, 1 KB, memory tier off): get \(Int(instructions.get)), put \(Int(instructions.put)).")
-    } else {
-        print("(Instruction counts skipped: valgrind is not installed.)")
-    }
-}
-
-func crcMode() -> String { SharedCacheDiagnostics.crc32cIsHardwareAccelerated ? "in hardware" : "by table" }
 
 if let json = options.json {
     struct Report: Codable {
