@@ -65,6 +65,14 @@ package struct FileDescriptor: ~Copyable, Sendable {
         return total
     }
 
+    /// Reads at most `buffer.count` bytes at `offset` with a single `pread`: for a regular file,
+    /// fewer only at its end, or if a signal cut the call short (the caller checks which).
+    package func readOnce(fromAbsoluteOffset offset: Int64, into buffer: UnsafeMutableRawBufferPointer)
+        throws(SystemError) -> Int
+    {
+        try System.read(rawValue, fromAbsoluteOffset: offset, into: buffer)
+    }
+
     /// Reads what is available at the current offset, at most `buffer.count` bytes: for pipes,
     /// event queues and streams. The C function is `read`.
     ///

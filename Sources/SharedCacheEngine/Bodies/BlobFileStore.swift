@@ -185,7 +185,9 @@ package struct BlobFileStore: BodyStore {
     ) throws -> BodyRead {
         // One pread sized from the index (body + this key + room for validators) reads most blobs
         // whole; a read that fills the buffer means there is more, so the file is read again
-        // at its real size. Skipping fstat keeps a get to open + pread + close.
+        // at its real size. Skipping fstat, and the second pread that would only find the end
+        // of the file, keeps a get to open + pread + close: a short read of a regular file is
+        // its end, unless the header says more is there (a signal cut the read short).
         var capacity = Int(clamping: expectedSize) + BlobHeader.fixedSize + key.count + 1024
         var storage = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
         var handedOff = false
@@ -193,7 +195,10 @@ package struct BlobFileStore: BodyStore {
         var size: Int
         while true {
             do {
-                size = try file.read(fromAbsoluteOffset: 0, into: storage)
+                size = try file.readOnce(fromAbsoluteOffset: 0, into: storage)
+                if size < capacity, size < Self.declaredFileSize(storage, count: size, bodySize: expectedSize) {
+                    size = try file.read(fromAbsoluteOffset: 0, into: storage)
+                }
             } catch {
                 // Not a regular file: a directory (EISDIR), a FIFO or socket (ESPIPE), ...
                 return .damaged("unreadable as a file: \(error)")
@@ -229,6 +234,14 @@ package struct BlobFileStore: BodyStore {
             bytesNoCopy: storage.baseAddress! + headerSize, count: body.count,
             deallocator: .custom { pointer, _ in (pointer - headerSize).deallocate() })
         return .found(header, data)
+    }
+
+    /// The size a blob file whose first `count` bytes are in `bytes` says it has (its header's
+    /// size and the body's); 0 when those bytes do not say.
+    private static func declaredFileSize(_ bytes: UnsafeMutableRawBufferPointer, count: Int, bodySize: UInt64) -> Int {
+        let prefix = UnsafeRawBufferPointer(rebasing: bytes[..<count])
+        guard let headerSize = try? BlobHeader.declaredSize(in: prefix) else { return 0 }
+        return headerSize + Int(clamping: bodySize)
     }
 
     package func readHeader(_ hash: KeyHash, at location: BodyLocation) throws -> BlobHeader? {
