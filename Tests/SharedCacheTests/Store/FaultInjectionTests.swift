@@ -10,7 +10,10 @@ import Testing
 /// nothing stored before is lost or wrong; once the fault clears, the cache works and verifies.
 @Suite("Fault injection at the system-call layer", .serialized)
 struct FaultInjectionTests {
-    static let calls = ["openat", "write", "writev", "pread", "renameat2", "fdatasync", "fsync", "mkdirat", "unlinkat", "ftruncate", "fstat", "fstatat"]
+    static let calls = [
+        "openat", "write", "writev", "pread", "renameat2", "fdatasync", "fsync", "mkdirat", "unlinkat", "ftruncate", "fstat",
+        "fstatat", "readdir",
+    ]
     static let occurrences = 1...6
 
     @Test(arguments: calls)
