@@ -9,14 +9,18 @@
 //       one operation; get prints the body, or exits 1 on a miss; compact runs one compaction
 //       pass and prints "evicted=N". SHAREDCACHE_TEST_SHARING=group opens with Sharing.group;
 //       SHAREDCACHE_TEST_UMASK=022 sets the umask first.
-//   sharedcache-test-worker subscribe DIR events|polling
+//   sharedcache-test-worker subscribe DIR events|polling [MILLISECONDS]
 //       subscribes to removals and prints one line per removal, "SEQUENCE HASH REASON" (sequence
 //       "-" when learned by resynchronising), until the removal of the key "__end__"; then
-//       prints "resynchronizations=N" and exits. Prints "ready" once subscribed.
+//       prints "resynchronizations=N" and exits. Prints "ready" once subscribed. MILLISECONDS
+//       is the re-check (events) or polling interval: 1000 and 20 unless given.
 //   sharedcache-test-worker remover DIR
-//       a scripted series of puts, removes, clears and checkpoints in three phases; after the
-//       first and second it prints "phase N" and waits for a line on stdin. Finally prints the
-//       removals it caused, one "HASH REASON" line each, then "end".
+//       a scripted series of puts, removes, clears and checkpoints in four phases; after each
+//       of the first three it prints "phase N" and waits for a line on stdin; in the third, its
+//       clock runs two minutes ahead, so checkpoints retire every older segment. Each phase ends
+//       with the removal of a marker key "__phase N__", so a test can wait until a subscriber
+//       has heard the phase out. Finally prints the removals it caused, one "HASH REASON" line
+//       each, then "end".
 //   sharedcache-test-worker flood DIR WORKER-ID SECONDS SIZE
 //       puts new keys of SIZE bytes as fast as it can for SECONDS, reading back recent ones;
 //       prints "puts=N hits=N misses=N violations=N".
@@ -39,6 +43,7 @@ import Dispatch
 import Foundation
 import SharedCache
 import SharedCacheCLI
+import SharedCacheEngine
 import SharedCachePlatform
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -135,8 +140,10 @@ do {
         print("evicted=\(report.expiredCount + report.evictedForSpaceCount)")
 
     case "subscribe":
+        let interval = arguments.count > 4 ? Int(arguments[4]).map { Duration.milliseconds($0) } : nil
         let watching: JournalWatching =
-            arguments[3] == "polling" ? .polling(every: .milliseconds(20)) : .fileEvents(recheckEvery: .seconds(1))
+            arguments[3] == "polling"
+            ? .polling(every: interval ?? .milliseconds(20)) : .fileEvents(recheckEvery: interval ?? .seconds(1))
         let cache = try SharedCache(directory: directory, configuration: Configuration(journalWatching: watching))
         let end = KeyHash(key: "__end__")
         let done = DispatchSemaphore(value: 0)
@@ -154,10 +161,13 @@ do {
         print("resynchronizations=\(try cache.statistics().resynchronizations)")
 
     case "remover":
-        // Segments sealed more than half a second ago may be retired: longer than a running
-        // subscriber lags, shorter than the test keeps one stopped.
+        // Its own clock, which it moves past the journal's retention once the test said every
+        // running subscriber has read on: the checkpoints after that retire the segments the
+        // stopped one needs, and no running subscriber ever falls behind a retired segment.
+        let clockOffset = Locked<Int64>(0)
         var removerConfiguration = configuration
-        removerConfiguration.journalRetention = .milliseconds(500)
+        removerConfiguration.journalRetention = .seconds(60)
+        removerConfiguration.clock = WallClock { Clock.nowMilliseconds() + clockOffset.withLock { $0 } }
         let cache = try SharedCache(directory: directory, configuration: removerConfiguration)
         var live = Set<Int>()
         var expected: [String] = []
@@ -177,7 +187,11 @@ do {
             try cache.clear()
             live = []
         }
-        func pause(_ phase: Int) {
+        func pause(_ phase: Int) throws {
+            let marker = "__phase \(phase)__"
+            try cache.put(key: marker, data: Data())
+            try cache.remove(key: marker)
+            expected.append("\(KeyHash(key: marker).hex) manual")
             print("phase \(phase)")
             fflush(nil)
             _ = readLine()
@@ -186,19 +200,21 @@ do {
         for index in 0..<5 { try remove(index) }
         for index in 0..<10 { try put(index) }
         try cache.checkpoint()
-        pause(1)
+        try pause(1)
         for round in 0..<4 {
             for index in stride(from: round, to: 30, by: 3) { try put(index) }
             for index in stride(from: round + 1, to: 30, by: 4) { try remove(index) }
             try cache.checkpoint()
         }
-        usleep(700_000)
+        try pause(2)
+        clockOffset.withLock { $0 = 120_000 }
         try clear()
         for index in 0..<10 { try put(index) }
         try remove(3)
         try cache.checkpoint()
         try cache.checkpoint()
-        pause(2)
+        clockOffset.withLock { $0 = 0 }
+        try pause(3)
         try remove(4)
         try put(5)
         try cache.checkpoint()
