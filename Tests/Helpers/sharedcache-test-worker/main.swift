@@ -32,6 +32,11 @@
 //       armed (SHAREDCACHE_FAILPOINT); prints one "OPERATION KEY RESULT" line each, the result
 //       being ok, hit, miss, or the error code, then "failpoint - fired|idle". Exits 2 if even
 //       opening the cache failed.
+//   sharedcache-test-worker descriptors DIR
+//       counts its open descriptors (/proc/self/fd), opens two caches on DIR, puts, gets,
+//       removes, subscribes and hears removals, cancels, checkpoints, compacts, verifies and
+//       clears, releases everything, and counts again: prints "baseline=N after=N" and one
+//       "leaked FD -> TARGET" line for each descriptor left open.
 //   sharedcache-test-worker verify DIR KEYS
 //       reads every key; exits 0 and prints "entries=N damaged=N" if every body is one the
 //       generator makes (damaged counts indexed entries whose blob was missing or failed a check).
@@ -287,6 +292,48 @@ do {
         }
         let result = try await cache.fetch(URLRequest(url: URL(string: arguments[3])!))
         print("source=\(result.source) status=\(result.status) bytes=\(result.data.count) sha=\(KeyHash(key: String(decoding: result.data, as: UTF8.self)))")
+
+    case "descriptors":
+        /// This process's open descriptors, each with what it refers to.
+        func openDescriptors() -> [String] {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+            return names.map { name in
+                let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)")) ?? "?"
+                return "\(name) -> \(target)"
+            }.sorted()
+        }
+        let baseline = openDescriptors()
+        do {
+            let cache = try SharedCache(directory: directory, configuration: configuration)
+            let other = try SharedCache(directory: directory, configuration: configuration)
+            let heard = DispatchSemaphore(value: 0)
+            let subscription = cache.onRemovals { batch in for _ in batch { heard.signal() } }
+            for index in 0..<20 {
+                try cache.put(key: keyName(index), data: body(key: keyName(index), writer: 1, version: index, size: index * 5000))
+                _ = try other.get(key: keyName(index))
+            }
+            for index in 0..<5 { try other.remove(key: keyName(index)) }
+            for _ in 0..<5 where heard.wait(timeout: .now() + 10) == .timedOut { fail("a removal was not heard") }
+            subscription.cancel()
+            let stream = cache.removals()
+            _ = stream
+            try cache.put(key: keyName(0), data: Data("again".utf8), metadata: EntryMetadata(expiry: .after(.zero)))
+            try cache.checkpoint()
+            _ = try cache.compact()
+            _ = try other.verify()
+            _ = try cache.statistics()
+            try other.clear()
+            _ = try cache.get(key: keyName(7))
+        }
+        // Released: every descriptor is closed again (a watcher thread may take a moment).
+        let deadline = Date().addingTimeInterval(5)
+        var after = openDescriptors()
+        while after != baseline && Date() < deadline {
+            usleep(10_000)
+            after = openDescriptors()
+        }
+        print("baseline=\(baseline.count) after=\(after.count)")
+        for leaked in Set(after).subtracting(baseline).sorted() { print("leaked \(leaked)") }
 
     default:
         fail("unknown command \(arguments[1])")
