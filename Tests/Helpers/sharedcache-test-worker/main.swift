@@ -23,7 +23,8 @@
 //       each, then "end".
 //   sharedcache-test-worker flood DIR WORKER-ID SECONDS SIZE
 //       puts new keys of SIZE bytes as fast as it can for SECONDS, reading back recent ones;
-//       prints "puts=N hits=N misses=N violations=N".
+//       prints "puts=N hits=N misses=N violations=N". Which keys it reads back follows the
+//       worker ID, or SHAREDCACHE_TEST_SEED where set.
 //   sharedcache-test-worker fetch DIR URL [START-AT]
 //       one fetch through the cache, begun at START-AT (milliseconds since the epoch) so several
 //       workers can start together; prints "source=S status=N bytes=N sha=HASH".
@@ -61,6 +62,14 @@ func body(key: String, writer: Int, version: Int, size: Int) -> Data {
 func isGenuine(_ data: Data, key: String) -> Bool { VerifiableBody.origin(of: data, key: key) != nil }
 
 func keyName(_ index: Int) -> String { "https://example.com/item/\(index)" }
+
+/// `SHAREDCACHE_TEST_SEED` mixed with `salt` where a test set it (to replay a run), else `salt`.
+func seed(default salt: UInt64) -> UInt64 {
+    guard let text = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_SEED"], let seed = UInt64(text) else {
+        return salt
+    }
+    return seed ^ salt
+}
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("sharedcache-test-worker: \(message)\n".utf8))
@@ -232,13 +241,15 @@ do {
     case "flood":
         let worker = Int(arguments[3])!, seconds = Double(arguments[4])!, size = Int(arguments[5])!
         let cache = try SharedCache(directory: directory, configuration: configuration)
+        // Which recent key to read back: seeded, so a run can be replayed.
+        var random = SplitMix64(seed: seed(default: UInt64(worker)))
         let deadline = Date().addingTimeInterval(seconds)
         var puts = 0, hits = 0, misses = 0, violations = 0
         while Date() < deadline {
             let key = "flood-\(worker)-\(puts)"
             try cache.put(key: key, data: body(key: key, writer: worker, version: puts, size: size))
             puts += 1
-            let recent = "flood-\(worker)-\(Int.random(in: max(0, puts - 50)..<puts))"
+            let recent = "flood-\(worker)-\(Int.random(in: max(0, puts - 50)..<puts, using: &random))"
             if let hit = try cache.get(key: recent) {
                 hits += 1
                 if !isGenuine(hit.data, key: recent) { violations += 1 }

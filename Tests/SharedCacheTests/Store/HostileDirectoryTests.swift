@@ -178,8 +178,10 @@ struct FuzzTests {
     /// CI's share: 100,000 mutated inputs across every decoder and the parser.
     @Test func oneHundredThousandInputsBreakNothing() throws {
         let fuzz = Tool(name: "sharedcache-fuzz")
-        let result = try fuzz.run(["--inputs", "100000", "--seed", "\(UInt64.random(in: 1...1_000_000))"])
-        #expect(result.status == 0, "\(result.output)\(result.errors)")
+        var random = TestSeed.generator("fuzz")
+        let seed = UInt64.random(in: 1...1_000_000, using: &random)
+        let result = try fuzz.run(["--inputs", "100000", "--seed", "\(seed)"])
+        #expect(result.status == 0, "--seed \(seed) (\(TestSeed.replay)): \(result.output)\(result.errors)")
         #expect(result.output.contains("violations=0 crashes=0"), "\(result.output)")
         let summary = result.output.split(separator: "\n").last ?? ""
         let executed = summary.split(separator: " ").first.flatMap { Int($0.dropFirst("inputs=".count)) } ?? 0
