@@ -25,9 +25,11 @@
 //       puts new keys of SIZE bytes as fast as it can for SECONDS, reading back recent ones;
 //       prints "puts=N hits=N misses=N violations=N". Which keys it reads back follows the
 //       worker ID, or SHAREDCACHE_TEST_SEED where set.
-//   sharedcache-test-worker fetch DIR URL [START-AT]
+//   sharedcache-test-worker fetch DIR URL [START-AT | on-go]
 //       one fetch through the cache, begun at START-AT (milliseconds since the epoch) so several
-//       workers can start together; prints "source=S status=N bytes=N sha=HASH".
+//       workers can start together; prints "source=S status=N bytes=N sha=HASH". With on-go,
+//       it prints "ready" once the cache is open and fetches when a line arrives on stdin: the
+//       handshake to prefer over a start time.
 //   sharedcache-test-worker faults DIR
 //       a fixed script of durable puts, gets, a remove and a checkpoint, run with a failpoint
 //       armed (SHAREDCACHE_FAILPOINT); prints one "OPERATION KEY RESULT" line each, the result
@@ -297,7 +299,13 @@ do {
 
     case "fetch":
         let cache = try SharedCache(directory: directory, configuration: configuration)
-        if arguments.count > 4, let startAt = Double(arguments[4]) {
+        if arguments.count > 4, arguments[4] == "on-go" {
+            // The handshake: the test starts every worker, waits for each one's "ready", then
+            // writes a line to each; no guess at how long starting takes.
+            print("ready")
+            fflush(nil)
+            guard readLine() != nil else { fail("stdin closed before the go") }
+        } else if arguments.count > 4, let startAt = Double(arguments[4]) {
             let delay = startAt / 1000 - Date().timeIntervalSince1970
             if delay > 0 { usleep(UInt32(delay * 1_000_000)) }
         }
