@@ -28,6 +28,17 @@ struct SubscriptionProcessTests {
         }
     }
 
+    /// Whether process `id` is stopped by a signal: state `T` in /proc/ID/stat on Linux. Where
+    /// there is no /proc, a stop cannot be confirmed and is taken as done.
+    static func isStopped(_ id: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(id)/stat", encoding: .utf8) else {
+            return !FileManager.default.fileExists(atPath: "/proc/self/stat")
+        }
+        // "ID (COMMAND) STATE ...": the command may hold spaces and parentheses.
+        guard let close = stat.lastIndex(of: ")") else { return false }
+        return stat[close...].dropFirst().trimmingCharacters(in: .whitespaces).first == "T"
+    }
+
     /// Runs of `cleared` removals come from one record in no particular order: sort each run.
     static func normalized(_ events: [(hash: String, reason: String)]) -> [String] {
         var result: [String] = []
@@ -89,6 +100,8 @@ struct SubscriptionProcessTests {
         let paused = subscribers[2].0
         try waitUntil(2, heard: "__phase 1__")
         kill(paused.processIdentifier, SIGSTOP)
+        // kill(2) returns before the process has stopped; wait until the kernel says it has.
+        #expect(eventually { Self.isStopped(paused.processIdentifier) }, "SIGSTOP did not stop the subscriber")
         input.fileHandleForWriting.write(Data("go\n".utf8))
         try #require(script.next() == "phase 2")
         // The two running subscribers have read on; now the remover moves its clock past the
