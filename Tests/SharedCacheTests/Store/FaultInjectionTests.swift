@@ -13,7 +13,16 @@ struct FaultInjectionTests {
     static let calls = ["openat", "write", "writev", "pread", "renameat2", "fdatasync", "fsync", "mkdirat", "unlinkat", "ftruncate", "fstat", "fstatat"]
     static let occurrences = 1...6
 
-    @Test(arguments: calls)
+    /// Release builds leave the seam out: the test shows as skipped there, not as failing or passing.
+    static let hasFailpoints: Bool = {
+        #if DEBUG
+        true
+        #else
+        false
+        #endif
+    }()
+
+    @Test(.enabled(if: hasFailpoints, "release builds have no failpoints"), arguments: calls)
     func everyCallFailingAtEachOfItsFirstUses(call: String) throws {
         var injected = 0
         for occurrence in Self.occurrences {
