@@ -65,12 +65,12 @@ struct ChecksumTests {
     }
 
     /// Every padding case (lengths around the 55/56/64-byte boundaries) against coreutils.
-    @Test func sha256AgreesWithSha256sumAtBlockBoundaries() throws {
+    @Test(.enabled(if: Requirements.isInstalled("/usr/bin/sha256sum"), "needs coreutils' sha256sum"))
+    func sha256AgreesWithSha256sumAtBlockBoundaries() throws {
         for length in [0, 1, 54, 55, 56, 57, 63, 64, 65, 119, 120, 128, 200] {
             let message = String((0..<length).map { Character(UnicodeScalar(UInt8(97 + $0 % 26))) })
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["sha256sum"]
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
             let input = Pipe(), output = Pipe()
             process.standardInput = input
             process.standardOutput = output
