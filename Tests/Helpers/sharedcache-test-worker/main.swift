@@ -9,22 +9,29 @@
 //       one operation; get prints the body, or exits 1 on a miss; compact runs one compaction
 //       pass and prints "evicted=N". SHAREDCACHE_TEST_SHARING=group opens with Sharing.group;
 //       SHAREDCACHE_TEST_UMASK=022 sets the umask first.
-//   sharedcache-test-worker subscribe DIR events|polling
+//   sharedcache-test-worker subscribe DIR events|polling [MILLISECONDS]
 //       subscribes to removals and prints one line per removal, "SEQUENCE HASH REASON" (sequence
 //       "-" when learned by resynchronising), until the removal of the key "__end__"; then
-//       prints "resynchronizations=N" and exits. Prints "ready" once subscribed.
+//       prints "resynchronizations=N" and exits. Prints "ready" once subscribed. MILLISECONDS
+//       is the re-check (events) or polling interval: 1000 and 20 unless given.
 //   sharedcache-test-worker remover DIR
-//       a scripted series of puts, removes, clears and checkpoints in three phases; after the
-//       first and second it prints "phase N" and waits for a line on stdin. Finally prints the
-//       removals it caused, one "HASH REASON" line each, then "end".
+//       a scripted series of puts, removes, clears and checkpoints in four phases; after each
+//       of the first three it prints "phase N" and waits for a line on stdin; in the third, its
+//       clock runs two minutes ahead, so checkpoints retire every older segment. Each phase ends
+//       with the removal of a marker key "__phase N__", so a test can wait until a subscriber
+//       has heard the phase out. Finally prints the removals it caused, one "HASH REASON" line
+//       each, then "end".
 //   sharedcache-test-worker flood DIR WORKER-ID SECONDS SIZE
 //       puts new keys of SIZE bytes as fast as it can for SECONDS, reading back recent ones;
-//       prints "puts=N hits=N misses=N violations=N".
-//   sharedcache-test-worker fetch DIR URL [START-AT]
+//       prints "puts=N hits=N misses=N violations=N". Which keys it reads back follows the
+//       worker ID, or SHAREDCACHE_TEST_SEED where set.
+//   sharedcache-test-worker fetch DIR URL [START-AT | on-go]
 //       one fetch through the cache, begun at START-AT (milliseconds since the epoch) so several
 //       workers can start together; waits for any background revalidation it started; prints
-//       "source=S status=N bytes=N sha=HASH". With SHAREDCACHE_TEST_SEND_DELAY_MS, says "sending"
-//       on standard error as it starts holding a request back.
+//       "source=S status=N bytes=N sha=HASH". With on-go instead of START-AT, it prints "ready"
+//       once the cache is open and fetches when a line arrives on stdin: the handshake to prefer
+//       over a start time. With SHAREDCACHE_TEST_SEND_DELAY_MS, says "sending" on standard error
+//       as it starts holding a request back.
 //   sharedcache-test-worker fetch-series DIR URL-PREFIX COUNT START-AT INTERVAL-MS
 //       COUNT fetches, of URL-PREFIX0.txt, URL-PREFIX1.txt, …, the i-th begun at START-AT + i ×
 //       INTERVAL-MS, so that several workers race on each URL in turn; prints one
@@ -35,6 +42,11 @@
 //       armed (SHAREDCACHE_FAILPOINT); prints one "OPERATION KEY RESULT" line each, the result
 //       being ok, hit, miss, or the error code, then "failpoint - fired|idle". Exits 2 if even
 //       opening the cache failed.
+//   sharedcache-test-worker descriptors DIR
+//       counts its open descriptors (/proc/self/fd), opens two caches on DIR, puts, gets,
+//       removes, subscribes and hears removals, cancels, checkpoints, compacts, verifies and
+//       clears, releases everything, and counts again: prints "baseline=N after=N" and one
+//       "leaked FD -> TARGET" line for each descriptor left open.
 //   sharedcache-test-worker verify DIR KEYS
 //       reads every key; exits 0 and prints "entries=N damaged=N" if every body is one the
 //       generator makes (damaged counts indexed entries whose blob was missing or failed a check).
@@ -46,6 +58,7 @@ import Dispatch
 import Foundation
 import SharedCache
 import SharedCacheCLI
+import SharedCacheEngine
 import SharedCachePlatform
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -58,6 +71,14 @@ func body(key: String, writer: Int, version: Int, size: Int) -> Data {
 func isGenuine(_ data: Data, key: String) -> Bool { VerifiableBody.origin(of: data, key: key) != nil }
 
 func keyName(_ index: Int) -> String { "https://example.com/item/\(index)" }
+
+/// `SHAREDCACHE_TEST_SEED` mixed with `salt` where a test set it (to replay a run), else `salt`.
+func seed(default salt: UInt64) -> UInt64 {
+    guard let text = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_SEED"], let seed = UInt64(text) else {
+        return salt
+    }
+    return seed ^ salt
+}
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("sharedcache-test-worker: \(message)\n".utf8))
@@ -162,8 +183,10 @@ do {
         print("evicted=\(report.expiredCount + report.evictedForSpaceCount)")
 
     case "subscribe":
+        let interval = arguments.count > 4 ? Int(arguments[4]).map { Duration.milliseconds($0) } : nil
         let watching: JournalWatching =
-            arguments[3] == "polling" ? .polling(every: .milliseconds(20)) : .fileEvents(recheckEvery: .seconds(1))
+            arguments[3] == "polling"
+            ? .polling(every: interval ?? .milliseconds(20)) : .fileEvents(recheckEvery: interval ?? .seconds(1))
         let cache = try SharedCache(directory: directory, configuration: Configuration(journalWatching: watching))
         let end = KeyHash(key: "__end__")
         let done = DispatchSemaphore(value: 0)
@@ -181,10 +204,13 @@ do {
         print("resynchronizations=\(try cache.statistics().resynchronizations)")
 
     case "remover":
-        // Segments sealed more than half a second ago may be retired: longer than a running
-        // subscriber lags, shorter than the test keeps one stopped.
+        // Its own clock, which it moves past the journal's retention once the test said every
+        // running subscriber has read on: the checkpoints after that retire the segments the
+        // stopped one needs, and no running subscriber ever falls behind a retired segment.
+        let clockOffset = Locked<Int64>(0)
         var removerConfiguration = configuration
-        removerConfiguration.journalRetention = .milliseconds(500)
+        removerConfiguration.journalRetention = .seconds(60)
+        removerConfiguration.clock = WallClock { Clock.nowMilliseconds() + clockOffset.withLock { $0 } }
         let cache = try SharedCache(directory: directory, configuration: removerConfiguration)
         var live = Set<Int>()
         var expected: [String] = []
@@ -204,7 +230,11 @@ do {
             try cache.clear()
             live = []
         }
-        func pause(_ phase: Int) {
+        func pause(_ phase: Int) throws {
+            let marker = "__phase \(phase)__"
+            try cache.put(key: marker, data: Data())
+            try cache.remove(key: marker)
+            expected.append("\(KeyHash(key: marker).hex) manual")
             print("phase \(phase)")
             fflush(nil)
             _ = readLine()
@@ -213,19 +243,21 @@ do {
         for index in 0..<5 { try remove(index) }
         for index in 0..<10 { try put(index) }
         try cache.checkpoint()
-        pause(1)
+        try pause(1)
         for round in 0..<4 {
             for index in stride(from: round, to: 30, by: 3) { try put(index) }
             for index in stride(from: round + 1, to: 30, by: 4) { try remove(index) }
             try cache.checkpoint()
         }
-        usleep(700_000)
+        try pause(2)
+        clockOffset.withLock { $0 = 120_000 }
         try clear()
         for index in 0..<10 { try put(index) }
         try remove(3)
         try cache.checkpoint()
         try cache.checkpoint()
-        pause(2)
+        clockOffset.withLock { $0 = 0 }
+        try pause(3)
         try remove(4)
         try put(5)
         try cache.checkpoint()
@@ -238,13 +270,15 @@ do {
     case "flood":
         let worker = Int(arguments[3])!, seconds = Double(arguments[4])!, size = Int(arguments[5])!
         let cache = try SharedCache(directory: directory, configuration: configuration)
+        // Which recent key to read back: seeded, so a run can be replayed.
+        var random = SplitMix64(seed: seed(default: UInt64(worker)))
         let deadline = Date().addingTimeInterval(seconds)
         var puts = 0, hits = 0, misses = 0, violations = 0
         while Date() < deadline {
             let key = "flood-\(worker)-\(puts)"
             try cache.put(key: key, data: body(key: key, writer: worker, version: puts, size: size))
             puts += 1
-            let recent = "flood-\(worker)-\(Int.random(in: max(0, puts - 50)..<puts))"
+            let recent = "flood-\(worker)-\(Int.random(in: max(0, puts - 50)..<puts, using: &random))"
             if let hit = try cache.get(key: recent) {
                 hits += 1
                 if !isGenuine(hit.data, key: recent) { violations += 1 }
@@ -292,7 +326,15 @@ do {
 
     case "fetch":
         let cache = try SharedCache(directory: directory, configuration: configuration)
-        if arguments.count > 4, let startAt = Double(arguments[4]) { waitUntil(startAt) }
+        if arguments.count > 4, arguments[4] == "on-go" {
+            // The handshake: the test starts every worker, waits for each one's "ready", then
+            // writes a line to each; no guess at how long starting takes.
+            print("ready")
+            fflush(nil)
+            guard readLine() != nil else { fail("stdin closed before the go") }
+        } else if arguments.count > 4, let startAt = Double(arguments[4]) {
+            waitUntil(startAt)
+        }
         let result = try await cache.fetch(URLRequest(url: URL(string: arguments[3])!), transport: DelayedTransport())
         await cache.waitForBackgroundRevalidations()
         print("source=\(result.source) status=\(result.status) bytes=\(result.data.count) sha=\(KeyHash(key: String(decoding: result.data, as: UTF8.self)))")
@@ -306,6 +348,48 @@ do {
                 URLRequest(url: URL(string: "\(arguments[3])\(index).txt")!), transport: DelayedTransport())
             print("source=\(result.source) status=\(result.status)")
         }
+
+    case "descriptors":
+        /// This process's open descriptors, each with what it refers to.
+        func openDescriptors() -> [String] {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+            return names.map { name in
+                let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)")) ?? "?"
+                return "\(name) -> \(target)"
+            }.sorted()
+        }
+        let baseline = openDescriptors()
+        do {
+            let cache = try SharedCache(directory: directory, configuration: configuration)
+            let other = try SharedCache(directory: directory, configuration: configuration)
+            let heard = DispatchSemaphore(value: 0)
+            let subscription = cache.onRemovals { batch in for _ in batch { heard.signal() } }
+            for index in 0..<20 {
+                try cache.put(key: keyName(index), data: body(key: keyName(index), writer: 1, version: index, size: index * 5000))
+                _ = try other.get(key: keyName(index))
+            }
+            for index in 0..<5 { try other.remove(key: keyName(index)) }
+            for _ in 0..<5 where heard.wait(timeout: .now() + 10) == .timedOut { fail("a removal was not heard") }
+            subscription.cancel()
+            let stream = cache.removals()
+            _ = stream
+            try cache.put(key: keyName(0), data: Data("again".utf8), metadata: EntryMetadata(expiry: .after(.zero)))
+            try cache.checkpoint()
+            _ = try cache.compact()
+            _ = try other.verify()
+            _ = try cache.statistics()
+            try other.clear()
+            _ = try cache.get(key: keyName(7))
+        }
+        // Released: every descriptor is closed again (a watcher thread may take a moment).
+        let deadline = Date().addingTimeInterval(5)
+        var after = openDescriptors()
+        while after != baseline && Date() < deadline {
+            usleep(10_000)
+            after = openDescriptors()
+        }
+        print("baseline=\(baseline.count) after=\(after.count)")
+        for leaked in Set(after).subtracting(baseline).sorted() { print("leaked \(leaked)") }
 
     default:
         fail("unknown command \(arguments[1])")

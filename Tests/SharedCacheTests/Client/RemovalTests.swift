@@ -38,11 +38,17 @@ struct RemovalTests {
         #expect(sequences == sequences.sorted())
         subscription.cancel()
 
-        // Nothing more after cancelling.
+        // Nothing more after cancelling: a subscription made after the cancel hears "e" and
+        // then "fence"; once it heard the fence, the instance has read past "e".
+        let later = RemovalCollector()
+        let laterSubscription = subscriber.onRemovals { later.append($0) }
         try remover.put(key: "e", data: Data())
         try remover.remove(key: "e")
-        Thread.sleep(forTimeInterval: 0.2)
+        try remover.put(key: "fence", data: Data())
+        try remover.remove(key: "fence")
+        #expect(later.wait(for: 2).map(\.key) == ["e", "fence"])
         #expect(collector.all.count == 5)
+        laterSubscription.cancel()
     }
 
     @Test func removalsAsAnAsyncSequence() async throws {
@@ -86,10 +92,12 @@ struct RemovalTests {
             try remover.put(key: "k\(index)", data: Data())
             try remover.remove(key: "k\(index)")
         }
-        #expect(first.wait(for: 50).map(\.key) == (0..<50).map { "k\($0)" })
-        #expect(second.wait(for: 50).map(\.key) == (0..<50).map { "k\($0)" })
-        Thread.sleep(forTimeInterval: 0.1)
-        #expect(first.all.count == 50)
+        // Then a fence: once each heard it, each has read every removal there is, once.
+        try remover.put(key: "fence", data: Data())
+        try remover.remove(key: "fence")
+        let expected = (0..<50).map { "k\($0)" } + ["fence"]
+        #expect(first.wait(for: 51).map(\.key) == expected)
+        #expect(second.wait(for: 51).map(\.key) == expected)
         withExtendedLifetime(subscriptions) {}
     }
 

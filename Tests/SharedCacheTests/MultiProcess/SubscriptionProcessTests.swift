@@ -28,6 +28,17 @@ struct SubscriptionProcessTests {
         }
     }
 
+    /// Whether process `id` is stopped by a signal: state `T` in /proc/ID/stat on Linux. Where
+    /// there is no /proc, a stop cannot be confirmed and is taken as done.
+    static func isStopped(_ id: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(id)/stat", encoding: .utf8) else {
+            return !FileManager.default.fileExists(atPath: "/proc/self/stat")
+        }
+        // "ID (COMMAND) STATE ...": the command may hold spaces and parentheses.
+        guard let close = stat.lastIndex(of: ")") else { return false }
+        return stat[close...].dropFirst().trimmingCharacters(in: .whitespaces).first == "T"
+    }
+
     /// Runs of `cleared` removals come from one record in no particular order: sort each run.
     static func normalized(_ events: [(hash: String, reason: String)]) -> [String] {
         var result: [String] = []
@@ -48,38 +59,63 @@ struct SubscriptionProcessTests {
     /// put) reaches every subscriber exactly once and in order, across at least 3 segment
     /// rotations; a subscriber stopped with SIGSTOP while the segments it needed were retired
     /// resynchronises and still reports every entry it knew that is gone.
+    ///
+    /// File-event subscribers re-check only once a minute, so they hear the removals through
+    /// inotify or not at time; every wait on another process is a line it printed, bounded.
     @Test(arguments: ["events", "polling"])
     func everyRemovalReachesEverySubscriberOnce(watching: String) throws {
         let directory = try TemporaryDirectory()
         let cache = directory("cache")
         _ = try SharedCache(directory: cache)
-        let subscribers = try (0..<3).map { _ in try Worker.start(["subscribe", cache, watching]) }
-        let readers = subscribers.map { LineReader($0.1) }
-        for reader in readers { #expect(reader.next() == "ready") }
-
+        let interval = watching == "events" ? "60000" : "20"
+        let subscribers = try (0..<3).map { _ in try Worker.start(["subscribe", cache, watching, interval]) }
         let remover = Process()
+        defer {
+            for process in subscribers.map(\.0) + [remover] where process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+            }
+        }
+        let outputs = subscribers.map { ChildLines($0.1) }
+        for output in outputs { #expect(output.next() == "ready") }
+        var heard: [[String]] = [[], [], []]  // lines each subscriber printed, read so far
+        /// Waits until subscriber `index` printed the removal of `key`.
+        func waitUntil(_ index: Int, heard key: String) throws {
+            let hash = KeyHash(key: key).hex
+            let lines = try #require(
+                outputs[index].lines(through: { $0.contains(hash) }), "subscriber \(index) never heard \(key)")
+            heard[index] += lines
+        }
+
         remover.executableURL = Worker.executable
         remover.arguments = ["remover", cache]
         let input = Pipe(), output = Pipe()
         remover.standardInput = input
         remover.standardOutput = output
         try remover.run()
-        let script = LineReader(output)
+        let script = ChildLines(output)
 
-        #expect(script.next() == "phase 1")
-        // What the paused subscriber knows: everything live at phase 1.
+        try #require(script.next() == "phase 1")
+        // What the paused subscriber knows: everything live at phase 1, which it has read.
         let liveAtPause = Set(try SharedCache(directory: cache).liveHashes())
         let paused = subscribers[2].0
-        Thread.sleep(forTimeInterval: 0.3)  // let it read phase 1 before it stops
+        try waitUntil(2, heard: "__phase 1__")
         kill(paused.processIdentifier, SIGSTOP)
+        // kill(2) returns before the process has stopped; wait until the kernel says it has.
+        #expect(eventually { Self.isStopped(paused.processIdentifier) }, "SIGSTOP did not stop the subscriber")
         input.fileHandleForWriting.write(Data("go\n".utf8))
-        #expect(script.next() == "phase 2")
+        try #require(script.next() == "phase 2")
+        // The two running subscribers have read on; now the remover moves its clock past the
+        // retention and checkpoints.
+        try waitUntil(0, heard: "__phase 2__")
+        try waitUntil(1, heard: "__phase 2__")
+        input.fileHandleForWriting.write(Data("go\n".utf8))
+        try #require(script.next() == "phase 3")
         let liveAtResume = Set(try SharedCache(directory: cache).liveHashes())
         // Checkpoints ran while it was stopped and retired the segments it was reading.
         #expect(!FileManager.default.fileExists(atPath: "\(cache)/journal/0000000000000002"))
         kill(paused.processIdentifier, SIGCONT)
         input.fileHandleForWriting.write(Data("go\n".utf8))
-        let expectedLines = script.lines(until: "end")
+        let expectedLines = try #require(script.lines(through: { $0 == "end" })).dropLast()
         remover.waitUntilExit()
         #expect(remover.terminationStatus == 0)
         let expected = expectedLines.map { line -> (hash: String, reason: String) in
@@ -92,7 +128,8 @@ struct SubscriptionProcessTests {
         for (index, (process, _, _)) in subscribers.enumerated() {
             var events: [Event] = []
             var resynchronizations = -1
-            while let line = readers[index].next() {
+            let rest = try #require(outputs[index].rest(), "subscriber \(index) did not finish")
+            for line in heard[index] + rest {
                 if line.hasPrefix("resynchronizations=") {
                     resynchronizations = Int(line.dropFirst("resynchronizations=".count)) ?? -1
                 } else if let event = Event(line) {
@@ -118,7 +155,7 @@ struct SubscriptionProcessTests {
         // The one that was stopped: no removal twice, a resynchronisation, and every entry it
         // knew at the pause that was gone by the resume is reported after the pause.
         let (events, resynchronizations) = results[2]
-        #expect(resynchronizations >= 1)
+        #expect(resynchronizations >= 1, "\(events.map { "\($0.sequence.map(String.init) ?? "-") \($0.hash.prefix(8)) \($0.reason)" })")
         let journaled = events.compactMap { event in event.sequence.map { "\($0) \(event.hash)" } }
         #expect(Set(journaled).count == journaled.count)
         let reportedGone = Set(events.map(\.hash))

@@ -68,18 +68,29 @@ struct SharedCacheTests {
         #expect(try cache.get(key: "after")?.data == Data("x".utf8))
     }
 
+    /// Expiry is judged by the configured clock, which the test moves: no waiting, no race.
     @Test func expiredEntriesAreMisses() throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"))
-        try cache.put(
-            key: "past", data: Data("x".utf8), metadata: EntryMetadata(expiry: .at(Date(timeIntervalSinceNow: -1))))
+        let clock = TestClock()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Configuration().judgingTime(by: clock))
+        let aSecondAgo = Date(timeIntervalSince1970: Double(clock.now - 1000) / 1000)
+        try cache.put(key: "past", data: Data("x".utf8), metadata: EntryMetadata(expiry: .at(aSecondAgo)))
         try cache.put(key: "soon", data: Data("x".utf8), metadata: EntryMetadata(expiry: .after(.milliseconds(50))))
         try cache.put(key: "never", data: Data("x".utf8), metadata: EntryMetadata(expiry: .never))
         #expect(try cache.get(key: "past") == nil)
         #expect(try !cache.contains(key: "past"))
+        #expect(try cache.entry(forKey: "past") == nil)
+
+        clock.advance(by: .milliseconds(49))
         #expect(try cache.get(key: "soon") != nil)
-        Thread.sleep(forTimeInterval: 0.1)
+        #expect(try cache.contains(key: "soon"))
+        #expect(try cache.entry(forKey: "soon") != nil)
+        clock.advance(by: .milliseconds(1))
         #expect(try cache.get(key: "soon") == nil)
+        #expect(try !cache.contains(key: "soon"))
+        #expect(try cache.entry(forKey: "soon") == nil)
+
+        clock.advance(by: .seconds(100 * 365 * 24 * 3600))
         let never = try #require(try cache.get(key: "never"))
         #expect(never.entry.expiresAt == nil)
     }

@@ -53,10 +53,13 @@ enum Worker {
     /// - Parameters:
     ///   - asUser: run as this user ID (through setpriv(1); the caller must be root), in a group
     ///     of the same number and the supplementary `groups`.
+    ///   - input: the worker's standard input, for commands that wait for a line (a "go").
     static func start(
-        _ arguments: [String], asUser user: UInt32? = nil, groups: [UInt32] = [], environment: [String: String] = [:]
+        _ arguments: [String], asUser user: UInt32? = nil, groups: [UInt32] = [], environment: [String: String] = [:],
+        input: Pipe? = nil
     ) throws -> (Process, Pipe, Pipe) {
         let process = Process()
+        if let input { process.standardInput = input }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         if let user {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
