@@ -76,7 +76,9 @@ extension CacheEngine {
     /// The watcher's pass: pick up appends and deliver them; returns the segment now read.
     private func refreshForWatcher() -> String? {
         try? withState { state in
-            try state.live.refresh()
+            // Woken by the append's write(2), which may come before its appender raises the
+            // shared journal end: read the journal, or that record waits for the next wake-up.
+            try state.live.refresh(readingTheJournal: true)
             return JournalSegment.name(state.live.cursor.segment.generation)
         }
     }

@@ -128,8 +128,13 @@ package final class LiveIndex {
     ///
     /// Costs one atomic load when the shared counters say nothing was appended (every appender
     /// raises them after its write, before its call returns), else one `fstat` and the reads.
-    package func refresh() throws {
-        if trustsSharedJournalEnd, let counters, counters.value(.journalSequence) <= cursor.lastSequence {
+    ///
+    /// - Parameter readingTheJournal: read the journal whatever the counters say: the watcher
+    ///   does, as it is woken by the write itself, which comes before the counter's raise.
+    package func refresh(readingTheJournal: Bool = false) throws {
+        if !readingTheJournal, trustsSharedJournalEnd, let counters,
+            counters.value(.journalSequence) <= cursor.lastSequence
+        {
             let now = Clock.monotonicNanoseconds()
             if now &- lastJournalCheck < Self.journalCheckInterval { return }
             lastJournalCheck = now

@@ -10,7 +10,7 @@ import FoundationNetworking
 /// One request per URL across processes, with real worker processes and nginx's log as the
 /// judge: a cold URL is downloaded once, a revalidation is shared, and a waiter whose holder
 /// stops making progress fetches for itself.
-@Suite("HTTP: single flight across processes")
+@Suite("HTTP: single flight across processes", .enabled(if: Origin.isAvailable, "needs nginx (apt-get install nginx-light)"))
 struct SingleFlightTests {
     let origin: Origin
     let directory: TemporaryDirectory

@@ -4,7 +4,7 @@ import Testing
 @testable import SharedCache
 
 /// `sharedcache fetch` against a real nginx.
-@Suite("sharedcache fetch, against nginx")
+@Suite("sharedcache fetch, against nginx", .enabled(if: Origin.isAvailable, "needs nginx (apt-get install nginx-light)"))
 struct FetchCommandTests {
     let origin: Origin
     let directory: TemporaryDirectory
