@@ -56,7 +56,13 @@ func splitCommand(_ arguments: [String]) -> (String?, [String]) {
     return (nil, rest)
 }
 
-let (name, rest) = splitCommand(Array(CommandLine.arguments.dropFirst()))
+let arguments: [String]
+do {
+    arguments = try commandLineArguments()
+} catch {
+    terminal.usage(error, help: "sharedcache help")
+}
+let (name, rest) = splitCommand(arguments)
 
 if name == nil {
     if rest.contains("--version") {

@@ -31,7 +31,7 @@ let options: [Arguments.Option] = [
 ]
 let arguments: Arguments
 do {
-    arguments = try Arguments(CommandLine.arguments.dropFirst(), options: options)
+    arguments = try Arguments(commandLineArguments(), options: options)
 } catch {
     terminal.usage(error, help: "sharedcached --help")
 }
