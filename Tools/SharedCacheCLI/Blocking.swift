@@ -1,5 +1,5 @@
 import Dispatch
-package import SharedCache
+import SharedCache
 
 /// Runs async work to completion from synchronous command code (the tools' commands and the
 /// benchmark's timing loops are synchronous).
