@@ -5,6 +5,7 @@ import SharedCache
 import SharedCacheCLI
 
 resetSignalMask()
+reportPeakMemoryAtExitIfAsked()
 let terminal = Terminal(tool: "sharedcache")
 
 let commands: [Command] = [

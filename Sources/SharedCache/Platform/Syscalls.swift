@@ -67,6 +67,24 @@ enum System {
         try retryingInterrupts("pread") { pread(descriptor, buffer.baseAddress, buffer.count, off_t(offset)) }
     }
 
+    /// Reads up to `buffer.count` bytes at the current offset, for pipes and terminals that
+    /// have no offset to read at. The C function is `read`.
+    static func read(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
+        try retryingInterrupts("read") { Glibc_or_Darwin_read(descriptor, buffer.baseAddress, buffer.count) }
+    }
+
+    /// Writes up to `buffer.count` bytes at `offset`, leaving the file offset alone.
+    /// The C function is `pwrite`.
+    static func write(
+        _ descriptor: Int32, _ buffer: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64
+    ) throws(SystemError) -> Int {
+        var count = buffer.count
+        #if DEBUG
+        if Failpoint.isArmed, let shortened = Failpoint.shortWrite("pwrite", requested: count) { count = shortened }
+        #endif
+        return try retryingInterrupts("pwrite") { pwrite(descriptor, buffer.baseAddress, count, off_t(offset)) }
+    }
+
     /// Writes up to `buffer.count` bytes at the current offset (or at the end with `O_APPEND`).
     /// The C function is `write`.
     static func write(_ descriptor: Int32, _ buffer: UnsafeRawBufferPointer) throws(SystemError) -> Int {
@@ -212,11 +230,14 @@ enum System {
     }
 }
 
-// The unqualified names `close`, `write` and `flock` inside `enum System` would refer to the
+// The unqualified names `close`, `read`, `write` and `flock` inside `enum System` would refer to the
 // static members; these aliases reach the C functions.
 @inline(__always) private func Glibc_or_Darwin_close(_ fd: Int32) -> Int32 { close(fd) }
 @inline(__always) private func Glibc_or_Darwin_write(_ fd: Int32, _ p: UnsafeRawPointer?, _ n: Int) -> Int {
     write(fd, p, n)
+}
+@inline(__always) private func Glibc_or_Darwin_read(_ fd: Int32, _ p: UnsafeMutableRawPointer?, _ n: Int) -> Int {
+    read(fd, p, n)
 }
 @inline(__always) private func Glibc_or_Darwin_flock(_ fd: Int32, _ operation: Int32) -> Int32 {
     flock(fd, operation)

@@ -82,7 +82,7 @@ struct BlobStore: Sendable {
     }
 
     /// Renames a finished temporary blob to a fresh name, never replacing an existing blob.
-    private func publish(_ temporary: String, hash: KeyHash) throws -> UInt64 {
+    func publish(_ temporary: String, hash: KeyHash) throws -> UInt64 {
         while true {
             let blobID = UniqueNames.next()
             do {

@@ -1,0 +1,204 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+// Where the tools' bodies come from and go to, outside the cache directory: standard input and
+// output, and files named on the command line. `package`: for the tools of this package. Every
+// byte goes through the platform layer's checked loops (short writes continue where they
+// stopped), and an output file appears only when it is whole.
+
+/// A body to store, read in chunks from a file, a pipe or a device until its end.
+///
+/// Not thread-safe: one thread reads it.
+package final class BodyInput {
+    private let descriptor: Int32
+    private let ownsDescriptor: Bool
+    /// What error messages call it.
+    package let name: String
+
+    private init(descriptor: Int32, ownsDescriptor: Bool, name: String) {
+        self.descriptor = descriptor
+        self.ownsDescriptor = ownsDescriptor
+        self.name = name
+    }
+
+    /// Standard input, left open when this value goes.
+    package static var standardInput: BodyInput {
+        BodyInput(descriptor: 0, ownsDescriptor: false, name: "standard input")
+    }
+
+    /// Opens `path` for reading: a regular file, or a FIFO, character device or socket read as
+    /// a stream (`/dev/null` is an empty body).
+    ///
+    /// - Throws: `.invalidArgument` for a directory; the open's failure otherwise.
+    package init(path: String) throws(SharedCacheError) {
+        do {
+            descriptor = try System.open(at: AT_FDCWD, path, flags: O_RDONLY | O_NOCTTY)
+        } catch {
+            throw BodyFiles.error(error, path: path, while: "cannot read \(path)")
+        }
+        ownsDescriptor = true
+        name = path
+        if let status = try? System.status(descriptor), status.isDirectory {
+            throw SharedCacheError(
+                .invalidArgument, "\(path) is a directory; give the file to store, or - for standard input",
+                path: path)
+        }
+    }
+
+    deinit {
+        if ownsDescriptor { System.close(descriptor) }
+    }
+
+    /// Reads the next bytes into `buffer`; returns how many, 0 at the end. The C function is `read`.
+    package func read(into buffer: UnsafeMutableRawBufferPointer) throws(SharedCacheError) -> Int {
+        do {
+            return try System.read(descriptor, into: buffer)
+        } catch {
+            throw BodyFiles.error(error, path: name, while: "reading \(name) failed")
+        }
+    }
+}
+
+/// Where a body is written: standard output (or a device or FIFO) as a stream, or a file that
+/// is written beside its destination and renamed over it once the body is whole and checked.
+///
+/// An unpublished temporary file is removed when this value goes, so a failed or refused write
+/// never leaves a half file. Not thread-safe: one thread writes it.
+package final class BodyOutput {
+    private let descriptor: Int32
+    private let ownsDescriptor: Bool
+    /// The file written, for a regular file: the temporary name and the destination.
+    private let replacing: (temporary: String, destination: String)?
+    private var length: Int64 = 0
+    private var published = false
+    /// What error messages call it.
+    package let name: String
+
+    private init(descriptor: Int32, ownsDescriptor: Bool, replacing: (String, String)?, name: String) {
+        self.descriptor = descriptor
+        self.ownsDescriptor = ownsDescriptor
+        self.replacing = replacing
+        self.name = name
+    }
+
+    /// Standard output, written in order and left open when this value goes.
+    package static var standardOutput: BodyOutput {
+        BodyOutput(descriptor: 1, ownsDescriptor: false, replacing: nil, name: "standard output")
+    }
+
+    /// Prepares to write `path`: a temporary file in the same folder, renamed over `path` by
+    /// ``publish()``. A FIFO or device already at `path` (such as `/dev/null`) is written
+    /// directly, as a stream.
+    ///
+    /// - Throws: `.invalidArgument` when `path` is a directory; the failure to create the
+    ///   temporary file otherwise (a missing folder, no permission).
+    package init(path: String) throws(SharedCacheError) {
+        name = path
+        let existing = try? System.status(at: AT_FDCWD, path, followingSymlinks: true)
+        if let existing, existing.isDirectory {
+            throw SharedCacheError(
+                .invalidArgument,
+                "\(path) is a directory; name the file to write, such as \(path.hasSuffix("/") ? path : path + "/")BODY",
+                path: path)
+        }
+        if let existing, !existing.isRegularFile {
+            do {
+                descriptor = try System.open(at: AT_FDCWD, path, flags: O_WRONLY | O_NOCTTY)
+            } catch {
+                throw BodyFiles.error(error, path: path, while: "cannot write \(path)")
+            }
+            ownsDescriptor = true
+            replacing = nil
+            return
+        }
+        let slash = path.lastIndex(of: "/")
+        let folder = slash.map { String(path[...$0]) } ?? ""
+        let base = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        let temporary = "\(folder).\(base).\(String(UniqueNames.next(), radix: 16)).partial"
+        do {
+            descriptor = try System.open(
+                at: AT_FDCWD, temporary, flags: O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY, mode: 0o666)
+        } catch {
+            throw BodyFiles.error(error, path: path, while: "cannot create \(path)")
+        }
+        ownsDescriptor = true
+        replacing = (temporary, path)
+    }
+
+    deinit {
+        if ownsDescriptor { System.close(descriptor) }
+        if let replacing, !published { try? System.remove(at: AT_FDCWD, replacing.temporary) }
+    }
+
+    /// Whether bytes written cannot be taken back (standard output, a FIFO, a device).
+    package var isStream: Bool { replacing == nil }
+
+    /// Writes `bytes`, which belong at `offset` of the body. A stream takes them in order; a file
+    /// leaves chunks of zeros as holes.
+    package func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(SharedCacheError) {
+        do {
+            if isStream {
+                var written = 0
+                while written < bytes.count {
+                    written += try System.write(descriptor, UnsafeRawBufferPointer(rebasing: bytes[written...]))
+                }
+            } else if !BlobStore.isAllZeros(bytes) {
+                var written = 0
+                while written < bytes.count {
+                    written += try System.write(
+                        descriptor, UnsafeRawBufferPointer(rebasing: bytes[written...]),
+                        toAbsoluteOffset: offset + Int64(written))
+                }
+            }
+        } catch {
+            throw BodyFiles.error(error, path: name, while: "writing \(name) failed")
+        }
+        length = max(length, offset + Int64(bytes.count))
+    }
+
+    /// Makes the file whole (trailing holes included) and renames it over its destination.
+    package func publish() throws(SharedCacheError) {
+        guard let replacing, !published else { return }
+        do {
+            try System.truncate(descriptor, to: length)
+            try System.rename(at: AT_FDCWD, replacing.temporary, to: replacing.destination)
+        } catch {
+            throw BodyFiles.error(error, path: name, while: "writing \(name) failed")
+        }
+        published = true
+    }
+}
+
+enum BodyFiles {
+    /// Explains a failed system call on a file outside the cache, named by the user.
+    static func error(_ error: SystemError, path: String, while what: String) -> SharedCacheError {
+        let code: SharedCacheError.Code
+        let advice: String
+        switch error.errno {
+        case ENOSPC, EDQUOT:
+            code = .noSpace
+            advice = "the filesystem is full; free space and try again"
+        case EACCES, EPERM, EROFS:
+            code = .permissionDenied
+            advice = "check the permissions of \(path) and its folder"
+        case ENOENT:
+            code = .invalidArgument
+            advice = "no such file or folder; check the path"
+        case ENOTDIR:
+            code = .notADirectory
+            advice = "a component of the path is not a folder; check the path"
+        case EISDIR:
+            code = .invalidArgument
+            advice = "it is a directory; name a file"
+        default:
+            code = .ioFailure
+            advice = "the system reported an I/O error (\(String(cString: strerror(error.errno)))); check the disk"
+        }
+        return SharedCacheError(code, "\(what): \(advice)", path: path)
+    }
+}
