@@ -110,11 +110,19 @@ extension Command {
         let print: @Sendable (JournalLine) -> Void = { line in
             json ? terminal.printJSON(line) : terminal.print(line.text)
         }
-        try listing.readAvailable(print)
+        // Records retired before they could be read (a follower stopped for longer than the
+        // journal's retention) are said to be missing, never skipped in silence.
+        let gap: @Sendable (UInt64, UInt64) -> Void = { from, to in
+            terminal.warn(
+                "warning: records \(from) to \(to) were retired before they could be printed (this reader fell "
+                    + "behind the journal's retention); removals among them are not shown; continuing from \(to + 1)")
+            if json { terminal.printJSON(JournalGapJSON(from: from, to: to)) }
+        }
+        try listing.readAvailable(print, gap: gap)
         guard invocation.arguments.has("-f") else { return .success }
         // Follow until killed: every append wakes a read of what is new.
         signal(SIGPIPE, SIG_DFL)
-        let subscription = cache.onJournalChange { try? listing.readAvailable(print) }
+        let subscription = cache.onJournalChange { try? listing.readAvailable(print, gap: gap) }
         while true { withExtendedLifetime(subscription) { _ = sleep(3600) } }
     }
 
@@ -251,6 +259,13 @@ func parseSize(_ text: String) -> UInt64? {
         return overflow ? nil : value
     }
     return UInt64(text)
+}
+
+/// What `journal --json` prints for records it could not read: `{"type":"gap","from":F,"to":T}`.
+struct JournalGapJSON: Encodable {
+    var type = "gap"
+    var from: UInt64
+    var to: UInt64
 }
 
 struct StatReport: Encodable {
