@@ -180,7 +180,8 @@ extension Command {
         summary: """
             Show the limits every process shares, or one of them, or set one: size-limit (bytes, or \
             with K, M, G, T; Ki, Mi, Gi, Ti for powers of 1024; 0 for none), entry-limit (0 for none), \
-            default-expiry (a duration such as 7d, or never). A running sharedcached is told to re-read them.
+            default-expiry (a duration such as 7d, or never; 0 is never too). A running sharedcached is told \
+            to re-read them.
             """
     ) { invocation in
         let values = try invocation.positional(0...2, "NAME")
@@ -193,7 +194,10 @@ extension Command {
                 switch name {
                 case "size-limit": limits.sizeLimit = parseSize(text) ?? .max
                 case "entry-limit": limits.entryLimit = UInt64(text) ?? .max
-                case "default-expiry": limits.defaultExpiry = text == "never" ? nil : DurationText.parse(text)
+                case "default-expiry":
+                    // 0 is "none", as for the other limits (it used to be stored as 1 second).
+                    let duration = text == "never" ? nil : DurationText.parse(text)
+                    limits.defaultExpiry = duration == .zero ? nil : duration
                 default: break
                 }
             }
