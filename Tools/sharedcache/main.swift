@@ -95,6 +95,9 @@ guard let command = commands.first(where: { $0.name == name }) else {
 
 do {
     let arguments = try Arguments(rest, options: (command.options + Command.globalOptions).map(\.0))
+    if arguments.value("--dir")?.isEmpty == true {
+        throw UsageError("--dir needs the path of the cache directory; leave it out for the default")
+    }
     if arguments.has("-h") {
         terminal.print(command.help)
         exit(0)

@@ -43,6 +43,11 @@ if arguments.has("--version") {
     terminal.print("sharedcached \(SharedCacheVersion.string)")
     exit(0)
 }
+if arguments.value("--dir")?.isEmpty == true {
+    terminal.usage(
+        UsageError("--dir needs the path of the cache directory; leave it out for the default"),
+        help: "sharedcached --help")
+}
 if let extra = arguments.positional.first {
     terminal.usage(UsageError("unexpected argument \(extra)"), help: "sharedcached --help")
 }

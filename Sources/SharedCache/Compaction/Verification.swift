@@ -101,6 +101,8 @@ extension SharedCache {
             }
         } else if try directory.status(of: path) == nil {
             (problem, detail) = (.missingBlob, "the journal records an entry whose blob does not exist")
+        } else if try directory.status(of: path)?.isSymbolicLink == true {
+            (problem, detail) = (.damagedBlob, "a symbolic link stands where the blob belongs; --repair removes it")
         } else {
             (problem, detail) = (.damagedBlob, "its header is unreadable or fails its checksum")
         }
@@ -134,6 +136,12 @@ extension SharedCache {
             for name in try directory.contents(of: folder).sorted() {
                 let path = "\(folder)/\(name)"
                 guard let status = try directory.status(of: path) else { continue }
+                // A link named like a live entry's blob is reported by that entry's check.
+                if status.isSymbolicLink, let (hash, blobID) = BlobStore.parseName(name),
+                    entries[hash]?.blobID == blobID
+                {
+                    continue
+                }
                 guard status.isRegularFile, let (hash, blobID) = BlobStore.parseName(name),
                     hash.fanOut == UInt8(fanOut, radix: 16)
                 else {

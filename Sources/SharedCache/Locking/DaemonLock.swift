@@ -18,6 +18,12 @@ final class DaemonLock: Sendable {
     /// - Throws: `.busy`, naming the holder's process ID, when another compactor holds it.
     init(in directory: CacheDirectory) throws {
         file = try directory.open(CacheDirectory.daemonFile, flags: O_RDWR | O_CREAT | O_NONBLOCK)
+        let status = try file.status()
+        guard status.isRegularFile else {
+            throw directory.foreignFile(
+                CacheDirectory.daemonFile, status, role: "the compactor's lock file",
+                advice: "start the compactor again (it makes a new one)")
+        }
         guard try FileLock.tryLock(file, .exclusive) else {
             let holder = Self.processID(in: file).map { "process \($0)" } ?? "another process"
             throw SharedCacheError(
