@@ -25,7 +25,7 @@ final class DaemonLock: Sendable {
                 advice: "start the compactor again (it makes a new one)")
         }
         guard try FileLock.tryLock(file, .exclusive) else {
-            let holder = Self.processID(in: file).map { "process \($0)" } ?? "another process"
+            let holder = (try Self.holder(of: file)).flatMap { $0 > 0 ? "process \($0)" : nil } ?? "another process"
             throw SharedCacheError(
                 .busy,
                 "\(holder) is already compacting \(directory.path) (it holds \(directory.path)/daemon); "
@@ -42,12 +42,29 @@ final class DaemonLock: Sendable {
         guard let raw = try directory.openIfPresent(CacheDirectory.daemonFile, flags: O_RDONLY | O_NONBLOCK) else {
             return nil
         }
-        let file = FileDescriptor(rawValue: raw)
+        return try holder(of: FileDescriptor(rawValue: raw))
+    }
+
+    /// Who holds the lock on `file`: `nil` for nobody, 0 for a process that cannot be named.
+    ///
+    /// The PID the holder writes into the file is a witness only while it is held by that
+    /// process: in the moment between a compactor's flock and its write, or after a holder
+    /// that died before writing, it names an earlier compactor. So the kernel's lock table is
+    /// asked first (Linux); the file's PID is believed only when that process still exists.
+    private static func holder(of file: borrowing FileDescriptor) throws -> Int32? {
+        if case .some(let holder) = exclusiveHolder(of: try file.status()) { return holder }
+        return try writtenHolder(of: file)
+    }
+
+    /// The fallback where the lock table does not say: whether the lock is held (a shared lock
+    /// taken and dropped at once), and the PID in the file if that process exists.
+    static func writtenHolder(of file: borrowing FileDescriptor) throws -> Int32? {
         if try FileLock.tryLock(file, .shared) {
             FileLock.unlock(file)
             return nil
         }
-        return processID(in: file) ?? 0
+        guard let written = processID(in: file), System.processExists(written) else { return 0 }
+        return written
     }
 
     private static func processID(in file: borrowing FileDescriptor) -> Int32? {

@@ -212,6 +212,12 @@ enum System {
         }
     }
 
+    /// Whether a process with this ID exists (another user's counts). The C function is `kill`
+    /// with signal 0.
+    static func processExists(_ processID: Int32) -> Bool {
+        processID > 0 && (kill(processID, 0) == 0 || errno == EPERM)
+    }
+
     /// The calling process's ID. The C function is `getpid`.
     static var processID: Int32 { getpid() }
 
