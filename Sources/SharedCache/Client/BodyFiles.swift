@@ -17,6 +17,8 @@ import Musl
 package final class BodyInput {
     private let descriptor: Int32
     private let ownsDescriptor: Bool
+    /// Where a regular file is read next (its holes are skipped, not read); `nil` for a stream.
+    private var offset: Int64?
     /// What error messages call it.
     package let name: String
 
@@ -43,21 +45,40 @@ package final class BodyInput {
         }
         ownsDescriptor = true
         name = path
-        if let status = try? System.status(descriptor), status.isDirectory {
+        let status = try? System.status(descriptor)
+        if let status, status.isDirectory {
             throw SharedCacheError(
                 .invalidArgument, "\(path) is a directory; give the file to store, or - for standard input",
                 path: path)
         }
+        if status?.isRegularFile == true { offset = 0 }
     }
 
     deinit {
         if ownsDescriptor { System.close(descriptor) }
     }
 
-    /// Reads the next bytes into `buffer`; returns how many, 0 at the end. The C function is `read`.
-    package func read(into buffer: UnsafeMutableRawBufferPointer) throws(SharedCacheError) -> Int {
+    /// Reads the next bytes into `buffer`, or says that a hole (zeros) comes next, or that the
+    /// body ended. The C functions are `read`, or `lseek` and `pread` for a regular file.
+    func next(into buffer: UnsafeMutableRawBufferPointer) throws(SharedCacheError) -> StreamedChunk {
         do {
-            return try System.read(descriptor, into: buffer)
+            guard let offset else {
+                let count = try System.read(descriptor, into: buffer)
+                return count == 0 ? .end : .bytes(count)
+            }
+            guard let data = try System.nextData(descriptor, from: offset) else {
+                // Only a hole is left, up to the end of the file as it is now.
+                let size = try System.status(descriptor).size
+                self.offset = max(offset, size)
+                return size > offset ? .zeros(size - offset) : .end
+            }
+            if data > offset {
+                self.offset = data
+                return .zeros(data - offset)
+            }
+            let count = try System.read(descriptor, fromAbsoluteOffset: offset, into: buffer)
+            self.offset = offset + Int64(count)
+            return count == 0 ? .end : .bytes(count)
         } catch {
             throw BodyFiles.error(error, path: name, while: "reading \(name) failed")
         }
@@ -137,6 +158,27 @@ package final class BodyOutput {
 
     /// Whether bytes written cannot be taken back (standard output, a FIFO, a device).
     package var isStream: Bool { replacing == nil }
+
+    /// Writes a piece of the body at `offset`: a file leaves zeros as holes; a stream gets them.
+    func write(_ piece: BlobStore.BodyPiece, at offset: Int64) throws(SharedCacheError) {
+        switch piece {
+        case .bytes(let bytes):
+            try write(bytes, at: offset)
+        case .zeros(let count) where !isStream:
+            length = max(length, offset + count)
+        case .zeros(let count):
+            let zeros = UnsafeMutableRawBufferPointer.allocate(
+                byteCount: Int(min(count, Int64(BlobStore.streamingChunkSize))), alignment: 16)
+            defer { zeros.deallocate() }
+            zeros.initializeMemory(as: UInt8.self, repeating: 0)
+            var written: Int64 = 0
+            while written < count {
+                let chunk = UnsafeRawBufferPointer(rebasing: zeros[..<Int(min(Int64(zeros.count), count - written))])
+                try write(chunk, at: offset + written)
+                written += Int64(chunk.count)
+            }
+        }
+    }
 
     /// Writes `bytes`, which belong at `offset` of the body. A stream takes them in order; a file
     /// leaves chunks of zeros as holes.

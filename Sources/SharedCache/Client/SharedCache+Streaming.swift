@@ -31,7 +31,7 @@ extension SharedCache {
 
         let header = try directory.perform("storing an entry") {
             let (blobID, header) = try blobs.write(placeholder, durable: isDurable) { buffer in
-                try input.read(into: buffer)
+                try input.next(into: buffer)
             }
             // As in `store`: journal the new version (and the one it replaces) under the
             // journal's lock, or take the unjournaled blob back.
@@ -89,7 +89,7 @@ extension SharedCache {
                 case .opened(let blob):
                     // Bytes sent to a stream cannot be taken back: check the whole body first.
                     if output.isStream, try !blobs.streamBody(blob, into: nil) { return .damaged }
-                    let intact = try blobs.streamBody(blob) { chunk, offset in try output.write(chunk, at: offset) }
+                    let intact = try blobs.streamBody(blob) { piece, offset in try output.write(piece, at: offset) }
                     guard intact else {
                         guard output.isStream else { return .damaged }
                         try? discard(hash, key: keyBytes, blobID: entry.blobID)

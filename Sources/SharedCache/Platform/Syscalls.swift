@@ -212,6 +212,26 @@ enum System {
         }
     }
 
+    /// The start of the first byte of data at or after `offset`, skipping a hole of a sparse
+    /// file; `nil` when only a hole follows up to the end. A filesystem that cannot tell
+    /// reports no holes. The C function is `lseek` with `SEEK_DATA`.
+    static func nextData(_ descriptor: Int32, from offset: Int64) throws(SystemError) -> Int64? {
+        #if os(Linux)
+        let seekData: Int32 = 3  // not imported from <unistd.h> without _GNU_SOURCE
+        #else
+        let seekData = SEEK_DATA
+        #endif
+        do {
+            return Int64(try retryingInterrupts("lseek") { lseek(descriptor, off_t(offset), seekData) })
+        } catch {
+            switch error.errno {
+            case ENXIO: return nil
+            case EINVAL: return offset
+            default: throw error
+            }
+        }
+    }
+
     /// Whether a process with this ID exists (another user's counts). The C function is `kill`
     /// with signal 0.
     static func processExists(_ processID: Int32) -> Bool {

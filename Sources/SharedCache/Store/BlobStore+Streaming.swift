@@ -5,10 +5,19 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import CSharedCacheSupport
 
 // Blobs whose bodies never sit in memory whole: written from a stream and copied out to one in
 // chunks of `streamingChunkSize`, so a 2 GB body costs a megabyte of memory. The checks are the
 // same as for a body read whole; only where the bytes go differs.
+
+/// A step of a streamed body: bytes in the buffer, or a run of zeros known without reading them
+/// (a hole of a sparse file).
+enum StreamedChunk: Equatable {
+    case bytes(Int)
+    case zeros(Int64)
+    case end
+}
 
 extension BlobStore {
     /// Bytes read or written per step when a body is streamed.
@@ -24,10 +33,10 @@ extension BlobStore {
     ///
     /// - Parameters:
     ///   - header: the blob's header; its body size and checksum are filled in here.
-    ///   - read: fills the buffer it is given with the next bytes of the body, returning how
-    ///     many (0 at the end); it may return fewer than asked.
+    ///   - read: fills the buffer it is given with the next bytes of the body (it may return
+    ///     fewer than asked), or says that zeros come next, or that the body ended.
     func write(
-        _ header: BlobHeader, durable: Bool, readingBody read: (UnsafeMutableRawBufferPointer) throws -> Int
+        _ header: BlobHeader, durable: Bool, readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
     ) throws -> (blobID: UInt64, header: BlobHeader) {
         var header = header
         header.bodySize = 0
@@ -41,13 +50,19 @@ extension BlobStore {
                 try header.encoded().withUnsafeBytes { try Self.write($0, to: file, at: 0) }
                 var size: Int64 = 0
                 var checksum: UInt32 = 0
-                while true {
-                    let count = try read(buffer)
-                    if count == 0 { break }
-                    let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<count])
-                    checksum = CRC32C.checksum(chunk, extending: checksum)
-                    if !Self.isAllZeros(chunk) { try Self.write(chunk, to: file, at: Int64(headerSize) + size) }
-                    size += Int64(count)
+                reading: while true {
+                    switch try read(buffer) {
+                    case .end:
+                        break reading
+                    case .zeros(let count):
+                        checksum = scs_crc32c_extend_zeros(checksum, UInt64(count))
+                        size += count
+                    case .bytes(let count):
+                        let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<count])
+                        checksum = CRC32C.checksum(chunk, extending: checksum)
+                        if !Self.isAllZeros(chunk) { try Self.write(chunk, to: file, at: Int64(headerSize) + size) }
+                        size += Int64(count)
+                    }
                 }
                 // Trailing holes: extend the file to its full length.
                 try file.truncate(to: Int64(headerSize) + size)
@@ -112,13 +127,21 @@ extension BlobStore {
         return .opened(OpenedBody(file: file, header: header))
     }
 
+    /// A piece of a body being streamed out, at its offset in the body.
+    enum BodyPiece {
+        case bytes(UnsafeRawBufferPointer)
+        /// This many zeros, from a hole in the blob file: never read.
+        case zeros(Int64)
+    }
+
     /// Reads the body of `blob` in chunks, handing each to `body` (which may be `nil` to only
-    /// check), and returns whether the whole body matched its checksum.
+    /// check), and returns whether the whole body matched its checksum. Holes in the blob file
+    /// are handed on as runs of zeros without being read.
     ///
     /// `body` sees bytes before the checksum is known: a caller that must not act on a damaged
     /// body writes them somewhere it can take back (a temporary file), or checks first.
     func streamBody(
-        _ blob: borrowing OpenedBody, into body: ((UnsafeRawBufferPointer, Int64) throws -> Void)?
+        _ blob: borrowing OpenedBody, into body: ((BodyPiece, Int64) throws -> Void)?
     ) throws -> Bool {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.streamingChunkSize, alignment: 16)
         defer { buffer.deallocate() }
@@ -127,13 +150,21 @@ extension BlobStore {
         var offset: Int64 = 0
         var checksum: UInt32 = 0
         while offset < size {
+            let data = try System.nextData(blob.file.rawValue, from: start + offset).map { $0 - start } ?? size
+            if data > offset {
+                let zeros = min(data, size) - offset
+                checksum = scs_crc32c_extend_zeros(checksum, UInt64(zeros))
+                try body?(.zeros(zeros), offset)
+                offset += zeros
+                continue
+            }
             let wanted = Int(min(Int64(buffer.count), size - offset))
             let count = try blob.file.read(
                 fromAbsoluteOffset: start + offset, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted]))
             guard count == wanted else { return false }  // shorter than its header says
             let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<count])
             checksum = CRC32C.checksum(chunk, extending: checksum)
-            try body?(chunk, offset)
+            try body?(.bytes(chunk), offset)
             offset += Int64(count)
         }
         return checksum == blob.header.bodyChecksum

@@ -129,6 +129,35 @@ struct BodyStreamingTests {
         return SparseContents(size: UInt64(size), head: head, tail: tail, zerosBetween: zerosBetween)
     }
 
+    /// Holes are skipped, not read, on the way in and out, and their zeros are still in the
+    /// checksum: `verify` reads the blob whole and checks it as any get does.
+    @Test func holesAreSkippedAndStillChecksummed() throws {
+        let seed = UInt64.random(in: 0..<UInt64.max)
+        print("seed \(seed)")
+        let data = Self.body(megabytes: 2, seed: seed)
+        let source = directory("sparse.bin")
+        #expect(FileManager.default.createFile(atPath: source, contents: data.prefix(1 << 20)))
+        let handle = try #require(FileHandle(forWritingAtPath: source))
+        try handle.seek(toOffset: 7 << 20)  // a 6 MiB hole
+        try handle.write(contentsOf: data.suffix(1 << 20))
+        try handle.truncate(atOffset: (10 << 20) + 12_345)  // and one to the end
+        try handle.close()
+        let expected = try Data(contentsOf: URL(fileURLWithPath: source))
+
+        #expect(try run("put", "sparse", source).status == 0)
+        #expect(try run("verify").status == 0)
+        let stdout = try Tool.admin.start(["get", "sparse"], environment: ["SHAREDCACHE_DIR": cache])
+        #expect(stdout.1.fileHandleForReading.readDataToEndOfFile() == expected)
+        stdout.0.waitUntilExit()
+        #expect(try run("get", "sparse", "-o", directory("copy.bin")).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory("copy.bin"))) == expected)
+        // From a pipe, the zeros arrive as bytes and are written as holes all the same.
+        #expect(try run("put", "piped", input: expected).status == 0)
+        #expect(try run("verify").status == 0)
+        #expect(try run("get", "piped", "-o", directory("piped.bin")).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory("piped.bin"))) == expected)
+    }
+
     /// Standard input to the cache and the cache to standard output, in bounded memory.
     @Test func standardInputAndOutputStreamInBoundedMemory() throws {
         let seed = UInt64.random(in: 0..<UInt64.max)
@@ -185,17 +214,39 @@ struct BodyStreamingTests {
             #expect(isOneHumanLine(result.errors), "\(result.errors)")
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
-        // A device is written as a stream, not replaced.
-        #expect(try run("get", "k", "-o", "/dev/null").status == 0)
-        #expect(FileManager.default.fileExists(atPath: "/dev/null"))
     }
 
-    /// Issue 18: `put k /dev/null` failed while `put k < /dev/null` worked. Devices and FIFOs
-    /// named as FILE are read as streams.
-    @Test func putReadsDevicesAndFIFOsAsStreams() throws {
+    /// A FIFO (or device) named with -o is written as a stream, never replaced by a file. (An
+    /// atomic write renames over it: run as root, `get -o /dev/null` replaced /dev/null with a
+    /// regular file, so this test uses a FIFO of its own.)
+    @Test func anOutputFIFOIsWrittenNotReplaced() throws {
+        #expect(try run("put", "k", input: Data("through a fifo".utf8)).status == 0)
+        let fifo = directory("out.fifo")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // Held open for reading and writing (which never waits) so the tool's open does not wait
+        // either, and so nothing hangs if the FIFO is replaced instead of written.
+        let reader = open(fifo, O_RDWR | O_NONBLOCK | O_CLOEXEC)
+        #expect(reader >= 0)
+        defer { close(reader) }
+        #expect(try run("get", "k", "-o", fifo).status == 0)
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = read(reader, &buffer, buffer.count)
+        #expect(count > 0 && Data(buffer[..<count]) == Data("through a fifo".utf8))
+        var status = stat()
+        #expect(lstat(fifo, &status) == 0 && status.st_mode & S_IFMT == S_IFIFO)
+    }
+
+    /// Issue 18: `put k /dev/null` failed while `put k < /dev/null` worked. A device named as
+    /// FILE is read as a stream.
+    @Test(.enabled(if: isCharacterDevice("/dev/null"), "/dev/null is not a character device on this machine"))
+    func putReadsADevice() throws {
         #expect(try run("put", "empty", "/dev/null").status == 0)
         let empty = try run("get", "empty")
         #expect(empty.status == 0 && empty.output.isEmpty)
+    }
+
+    /// A FIFO named as FILE is read as a stream too.
+    @Test func putReadsAFIFO() throws {
 
         let fifo = directory("fifo")
         #expect(mkfifo(fifo, 0o600) == 0)
@@ -210,6 +261,11 @@ struct BodyStreamingTests {
         #expect(try run("get", "fifo").output == "through a fifo")
         #expect(try run("put", "k", directory("")).status == 66)  // a directory is not a body
     }
+}
+
+func isCharacterDevice(_ path: String) -> Bool {
+    var status = stat()
+    return stat(path, &status) == 0 && status.st_mode & S_IFMT == S_IFCHR
 }
 
 /// One line on stderr, `sharedcache: …`, with no Swift or Foundation debug text in it.
