@@ -193,6 +193,7 @@ extension SharedCache {
     /// Changes the shared limits in `config` (atomically, under the directory lock) and adopts
     /// them in this process. Other processes see them when they next open the directory;
     /// `sharedcached` when it gets SIGHUP.
+    @discardableResult
     package func updateSharedLimits(_ change: (inout SharedLimits) -> Void) throws(SharedCacheError) -> SharedLimits {
         try reloadConfiguration()
         let current = configuration
