@@ -13,7 +13,7 @@ import Musl
 final class DaemonLock: Sendable {
     private let file: FileDescriptor
 
-    /// Takes the lock without waiting.
+    /// Takes the lock, waiting at most ``checkerWait`` (see there).
     ///
     /// - Throws: `.busy`, naming the holder's process ID, when another compactor holds it.
     init(in directory: CacheDirectory) throws {
@@ -24,7 +24,9 @@ final class DaemonLock: Sendable {
                 CacheDirectory.daemonFile, status, role: "the compactor's lock file",
                 advice: "start the compactor again (it makes a new one)")
         }
-        guard try FileLock.tryLock(file, .exclusive) else {
+        // A process checking whether a compactor runs holds a shared lock for an instant; wait
+        // that out rather than take it for a compactor. A real one holds it for its lifetime.
+        guard try FileLock.lock(file, .exclusive, timeout: Self.checkerWait) else {
             let holder = (try Self.holder(of: file)).flatMap { $0 > 0 ? "process \($0)" : nil } ?? "another process"
             throw SharedCacheError(
                 .busy,
@@ -36,6 +38,9 @@ final class DaemonLock: Sendable {
         let text = Array("\(UniqueNames.processID)\n".utf8)
         _ = try text.withUnsafeBytes { try System.write(file.rawValue, $0) }
     }
+
+    /// How long a starting compactor waits for the lock before saying who holds it.
+    static let checkerWait = Duration.milliseconds(200)
 
     /// The process ID of the compactor holding the lock, or `nil` when none does.
     static func holder(in directory: CacheDirectory) throws -> Int32? {

@@ -72,4 +72,16 @@ struct CompactorHolderTests {
         #expect(try written(getpid()) == getpid())
         #expect(try written(try exitedProcessID()) == 0)  // locked by someone the file cannot name
     }
+
+    /// A process checking whether a compactor runs (`stat` takes a shared lock on the file for
+    /// an instant) made a compactor starting at that instant give up: "another process is
+    /// already compacting", exit 75, with no compactor anywhere. The failpoint makes the
+    /// process's first flock, the compactor's try, find the lock taken.
+    @Test func aMomentaryHolderDoesNotStopACompactor() throws {
+        _ = try SharedCache(directory: cache)
+        let failpoint = ["SHAREDCACHE_FAILPOINT": "flock:1:\(EWOULDBLOCK)"]
+        let compact = try Tool.admin.run(["compact"], environment: failpoint.merging(["SHAREDCACHE_DIR": cache]) { $1 })
+        #expect(compact.status == 0, "\(compact.errors)")
+        #expect(try Tool.daemon.run(["--dir", cache, "--once"], environment: failpoint).status == 0)
+    }
 }
