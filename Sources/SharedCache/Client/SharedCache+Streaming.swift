@@ -80,7 +80,8 @@ extension SharedCache {
             let now = Clock.nowMilliseconds()
             guard let (entry, _) = try currentEntry(hash, fromMemory: false), !entry.isExpired(at: now) else { break }
             let outcome = try directory.perform("reading an entry") { () throws -> Outcome in
-                let opening = try blobs.openBody(hash, blobID: entry.blobID, key: keyBytes, expectedSize: entry.bodySize)
+                let opening = try blobs.openBody(
+                    hash, blobID: entry.blobID, key: keyBytes, expectedSize: entry.bodySize)
                 switch consume opening {
                 case .missing:
                     return .missing

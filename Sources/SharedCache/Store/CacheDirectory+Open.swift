@@ -186,7 +186,8 @@ extension CacheDirectory {
             "\(path)/\(link) is a symbolic link, and SharedCache never follows links inside its directory; "
                 + (isFolder
                     ? "replace the link with the folder it points to, then open the cache again"
-                    : "remove the link and put a copy of the file it points to in its place, then open the cache again"),
+                    : "remove the link and put a copy of the file it points to in its place, then open the "
+                        + "cache again"),
             path: "\(path)/\(link)")
     }
 
@@ -210,10 +211,10 @@ extension CacheDirectory {
                     + "so choose another one",
                 path: "\(path)/format")
         } catch {
+            let line = String(decoding: FormatVersion.current.encoded().dropLast(), as: UTF8.self)
             throw SharedCacheError(
                 .corruptData,
-                "\(path)/format is damaged (\(error)); it must hold the one line "
-                    + "'\(String(decoding: FormatVersion.current.encoded().dropLast(), as: UTF8.self))', so write that line into it",
+                "\(path)/format is damaged (\(error)); it must hold the one line '\(line)', so write that line into it",
                 path: "\(path)/format")
         }
     }

@@ -79,7 +79,8 @@ struct BodyStreamingTests {
         let get = try measured("get", "big", "-o", copy)
         #expect(get.status == 0, "\(get.errors)")
         #expect((peakKilobytes(get) ?? .max) < Self.memoryLimitKilobytes)
-        #expect(try sparseContents(of: copy) == SparseContents(size: size, head: "HEAD", tail: "TAIL", zerosBetween: true))
+        #expect(
+            try sparseContents(of: copy) == SparseContents(size: size, head: "HEAD", tail: "TAIL", zerosBetween: true))
     }
 
     struct SparseContents: Equatable {
@@ -107,7 +108,8 @@ struct BodyStreamingTests {
         let size = Int64(status.st_size)
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         func bytes(at offset: Int64, count: Int) -> [UInt8] {
-            Array(buffer.withUnsafeMutableBytes { raw in raw.prefix(pread(file, raw.baseAddress, count, off_t(offset))) })
+            Array(
+                buffer.withUnsafeMutableBytes { raw in raw.prefix(pread(file, raw.baseAddress, count, off_t(offset))) })
         }
         let head = String(decoding: bytes(at: 0, count: 4), as: UTF8.self)
         let tail = String(decoding: bytes(at: size - 4, count: 4), as: UTF8.self)

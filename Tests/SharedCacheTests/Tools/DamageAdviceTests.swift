@@ -110,7 +110,9 @@ struct DamageAdviceTests {
     func aSymbolicLinkWhereACacheFileBelongs(name: String) throws {
         try populate()
         let file = "\(cache)/\(name)", aside = directory("\(name).aside")
-        if !FileManager.default.fileExists(atPath: file) { _ = FileManager.default.createFile(atPath: file, contents: nil) }
+        if !FileManager.default.fileExists(atPath: file) {
+            _ = FileManager.default.createFile(atPath: file, contents: nil)
+        }
         try FileManager.default.moveItem(atPath: file, toPath: aside)
         try FileManager.default.createSymbolicLink(atPath: file, withDestinationPath: aside)
         let result = try run("compact")
