@@ -108,6 +108,11 @@ int scs_crc32c_is_hardware_accelerated(void) {
 #endif
 }
 
+uint32_t scs_crc32c_extend_zeros(uint32_t crc, uint64_t count) {
+    // A zero byte multiplies the raw register by x^8, so `count` of them by x^(8 * count).
+    return ~multiply_mod_poly(shift_for_bytes((size_t)count), ~crc);
+}
+
 uint32_t scs_crc32c_extend(uint32_t crc, const void *data, size_t length) {
     const uint8_t *p = (const uint8_t *)data;
     crc = ~crc;

@@ -114,6 +114,21 @@ public final class SharedCache: Sendable {
         try engine.clear()
     }
 
+    // MARK: - Streaming, for the tools
+
+    /// Stores everything `input` reads under `key`, a megabyte at a time (`sharedcache put`).
+    @discardableResult
+    package func put(key: String, from input: BodyInput, metadata: EntryMetadata = EntryMetadata())
+        throws(SharedCacheError) -> CacheEntry
+    {
+        try engine.put(key: key, from: input, metadata: metadata)
+    }
+
+    /// Writes the body stored under `key` to `output`, a megabyte at a time (`sharedcache get`).
+    package func get(key: String, to output: BodyOutput) throws(SharedCacheError) -> CacheEntry? {
+        try engine.get(key: key, to: output)
+    }
+
     // MARK: - The directory
 
     /// The directory's size and journal position, and this process's counters.

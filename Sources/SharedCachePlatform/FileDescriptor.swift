@@ -114,6 +114,22 @@ package struct FileDescriptor: ~Copyable, Sendable {
         }
     }
 
+    /// Writes all of `buffer` at `offset`, continuing after short writes, leaving the file
+    /// offset alone. The C function is `pwrite`.
+    package func writeAll(_ buffer: UnsafeRawBufferPointer, atAbsoluteOffset offset: Int64) throws(SystemError) {
+        var written = 0
+        while written < buffer.count {
+            written += try System.write(
+                rawValue, UnsafeRawBufferPointer(rebasing: buffer[written...]), toAbsoluteOffset: offset + Int64(written))
+        }
+    }
+
+    /// Where the next data at or after `offset` starts, skipping a hole of a sparse file; `nil`
+    /// when only a hole follows up to the end. The C function is `lseek` with `SEEK_DATA`.
+    package func nextData(from offset: Int64) throws(SystemError) -> Int64? {
+        try System.nextData(rawValue, from: offset)
+    }
+
     /// Writes `buffer` with a single `write(2)`, as an `O_APPEND` record must be written.
     ///
     /// - Returns: The number of bytes written, which the caller must compare with the size.

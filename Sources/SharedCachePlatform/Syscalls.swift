@@ -59,6 +59,12 @@ package enum System {
             })
     }
 
+    /// A descriptor of its own for an inherited one (standard input or output), closing on
+    /// exec. The C function is `fcntl` with `F_DUPFD_CLOEXEC`.
+    package static func duplicate(_ descriptor: Int32) throws(SystemError) -> FileDescriptor {
+        FileDescriptor(owning: try retryingInterrupts("fcntl(F_DUPFD_CLOEXEC)") { fcntl(descriptor, F_DUPFD_CLOEXEC, 0) })
+    }
+
     /// Closes a descriptor, never retrying. The C function is `close`.
     static func close(_ descriptor: Int32) {
         let result = Glibc_or_Darwin_close(descriptor)
@@ -75,6 +81,18 @@ package enum System {
     /// Reads up to `buffer.count` bytes at the current offset. The C function is `read`.
     static func read(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
         try retryingInterrupts("read") { Glibc_or_Darwin_read(descriptor, buffer.baseAddress, buffer.count) }
+    }
+
+    /// Writes up to `buffer.count` bytes at `offset`, leaving the file offset alone.
+    /// The C function is `pwrite`.
+    static func write(
+        _ descriptor: Int32, _ buffer: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64
+    ) throws(SystemError) -> Int {
+        var count = buffer.count
+        #if DEBUG
+        if Failpoint.isArmed, let shortened = Failpoint.shortWrite("pwrite", requested: count) { count = shortened }
+        #endif
+        return try retryingInterrupts("pwrite") { pwrite(descriptor, buffer.baseAddress, count, off_t(offset)) }
     }
 
     /// Writes up to `buffer.count` bytes at the current offset (or at the end with `O_APPEND`).
@@ -173,6 +191,17 @@ package enum System {
         }
     }
 
+    /// Renames an absolute or working-directory-relative path, replacing any existing `to`.
+    /// The C function is `renameat`.
+    package static func rename(atPath from: String, to: String) throws(SystemError) {
+        try rename(at: AT_FDCWD, from, to: to)
+    }
+
+    /// Removes a file at an absolute or working-directory-relative path. The C function is `unlinkat`.
+    package static func remove(atPath path: String) throws(SystemError) {
+        try remove(at: AT_FDCWD, path)
+    }
+
     /// Atomically renames, replacing any existing `to`. The C function is `renameat`.
     static func rename(at directory: Int32, _ from: String, to: String) throws(SystemError) {
         _ = try retryingInterrupts("renameat", path: to) { renameat(directory, from, directory, to) }
@@ -231,6 +260,32 @@ package enum System {
     static func unmap(_ address: UnsafeMutableRawPointer, size: Int) {
         let result = munmap(address, size)
         precondition(result == 0, "SharedCache unmapped memory it had not mapped")
+    }
+
+    /// The start of the first byte of data at or after `offset`, skipping a hole of a sparse
+    /// file; `nil` when only a hole follows up to the end. A filesystem that cannot tell
+    /// reports no holes. The C function is `lseek` with `SEEK_DATA`.
+    static func nextData(_ descriptor: Int32, from offset: Int64) throws(SystemError) -> Int64? {
+        #if os(Linux)
+        let seekData: Int32 = 3  // not imported from <unistd.h> without _GNU_SOURCE
+        #else
+        let seekData = SEEK_DATA
+        #endif
+        do {
+            return Int64(try retryingInterrupts("lseek") { lseek(descriptor, off_t(offset), seekData) })
+        } catch {
+            switch error.errno {
+            case ENXIO: return nil
+            case EINVAL: return offset
+            default: throw error
+            }
+        }
+    }
+
+    /// Whether a process with this ID exists (another user's counts). The C function is `kill`
+    /// with signal 0.
+    package static func processExists(_ processID: Int32) -> Bool {
+        processID > 0 && (kill(processID, 0) == 0 || errno == EPERM)
     }
 
     /// The calling process's ID. The C function is `getpid`.

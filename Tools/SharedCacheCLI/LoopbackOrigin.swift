@@ -1,4 +1,5 @@
 import Foundation
+import SharedCache
 
 #if canImport(Glibc)
 import Glibc
@@ -47,7 +48,9 @@ package final class LoopbackOrigin {
                     server { listen 127.0.0.1:\(port); root \(www); \(locations) }
                 }
                 """
-            try configuration.write(toFile: "\(root)/nginx.conf", atomically: true, encoding: .utf8)
+            let file = try BodyOutput(path: "\(root)/nginx.conf")
+            try Array(configuration.utf8).withUnsafeBytes { bytes in try file.write(bytes, at: 0) }
+            try file.publish()
             try? FileManager.default.removeItem(atPath: "\(root)/nginx.pid")
             let process = Process()
             process.executableURL = URL(fileURLWithPath: Self.executable)

@@ -110,11 +110,19 @@ extension Command {
         let print: @Sendable (JournalLine) -> Void = { line in
             json ? terminal.printJSON(line) : terminal.print(line.text)
         }
-        try listing.readAvailable(print)
+        // Records retired before they could be read (a follower stopped for longer than the
+        // journal's retention) are said to be missing, never skipped in silence.
+        let gap: @Sendable (UInt64, UInt64) -> Void = { from, to in
+            terminal.warn(
+                "warning: records \(from) to \(to) were retired before they could be printed (this reader fell "
+                    + "behind the journal's retention); removals among them are not shown; continuing from \(to + 1)")
+            if json { terminal.printJSON(JournalGapJSON(from: from, to: to)) }
+        }
+        try listing.readAvailable(print, gap: gap)
         guard invocation.arguments.has("-f") else { return .success }
         // Follow until killed: every append wakes a read of what is new.
         signal(SIGPIPE, SIG_DFL)
-        let subscription = cache.onJournalChange { try? listing.readAvailable(print) }
+        let subscription = cache.onJournalChange { try? listing.readAvailable(print, gap: gap) }
         while true { withExtendedLifetime(subscription) { _ = sleep(3600) } }
     }
 
@@ -172,7 +180,8 @@ extension Command {
         summary: """
             Show the limits every process shares, or one of them, or set one: size-limit (bytes, or \
             with K, M, G, T; Ki, Mi, Gi, Ti for powers of 1024; 0 for none), entry-limit (0 for none), \
-            default-expiry (a duration such as 7d, or never). A running sharedcached is told to re-read them.
+            default-expiry (a duration such as 7d, or never; 0 is never too). A running sharedcached is told \
+            to re-read them.
             """
     ) { invocation in
         let values = try invocation.positional(0...2, "NAME")
@@ -185,7 +194,10 @@ extension Command {
                 switch name {
                 case "size-limit": limits.sizeLimit = parseSize(text) ?? .max
                 case "entry-limit": limits.entryLimit = UInt64(text) ?? .max
-                case "default-expiry": limits.defaultExpiry = text == "never" ? nil : DurationText.parse(text)
+                case "default-expiry":
+                    // 0 is "none", as for the other limits (it used to be stored as 1 second).
+                    let duration = text == "never" ? nil : DurationText.parse(text)
+                    limits.defaultExpiry = duration == .zero ? nil : duration
                 default: break
                 }
             }
@@ -251,6 +263,13 @@ func parseSize(_ text: String) -> UInt64? {
         return overflow ? nil : value
     }
     return UInt64(text)
+}
+
+/// What `journal --json` prints for records it could not read: `{"type":"gap","from":F,"to":T}`.
+struct JournalGapJSON: Encodable {
+    var type = "gap"
+    var from: UInt64
+    var to: UInt64
 }
 
 struct StatReport: Encodable {

@@ -11,18 +11,22 @@ extension Command {
         options: [(.value("-o", "--output"), "write the body to FILE instead of standard output")]
     ) { invocation in
         let key = try invocation.positional(1...1, "KEY")[0]
-        guard let hit = try invocation.cache().get(key: key) else {
-            invocation.terminal.warn("not in the cache: \(key)")
-            return .notFound
-        }
-        if let output = invocation.arguments.value("-o") {
-            do {
-                try hit.data.write(to: URL(fileURLWithPath: output), options: .atomic)
+        let cache = try invocation.cache()
+        // The body is copied a megabyte at a time and checked as it goes: a file is written
+        // beside its destination and renamed into place only when whole and intact.
+        let output: BodyOutput
+        if let path = invocation.arguments.value("-o") {
+            do throws(SharedCacheError) {
+                output = try BodyOutput(path: path)
             } catch {
-                invocation.terminal.fail("cannot write \(output): \(error.localizedDescription)", .cannotCreate)
+                invocation.terminal.fail(error.description, .cannotCreate)
             }
         } else {
-            invocation.terminal.write(hit.data)
+            output = try .standardOutput()
+        }
+        guard try cache.get(key: key, to: output) != nil else {
+            invocation.terminal.warn("not in the cache: \(key)")
+            return .notFound
         }
         return .success
     }
@@ -37,14 +41,15 @@ extension Command {
         ]
     ) { invocation in
         let values = try invocation.positional(1...2, "KEY")
-        let body: Data
+        let input: BodyInput
         if values.count == 2, values[1] != "-" {
-            guard let data = FileManager.default.contents(atPath: values[1]) else {
-                invocation.terminal.fail("cannot read \(values[1]); check that it exists and is readable", .noInput)
+            do throws(SharedCacheError) {
+                input = try BodyInput(path: values[1])
+            } catch {
+                invocation.terminal.fail(error.description, .noInput)
             }
-            body = data
         } else {
-            body = FileHandle.standardInput.readDataToEndOfFile()
+            input = try .standardInput()
         }
         var metadata = EntryMetadata(
             etag: invocation.arguments.value("--etag"), lastModified: invocation.arguments.value("--last-modified"))
@@ -57,7 +62,7 @@ extension Command {
                 throw UsageError("--expires \(text) is not a duration like 90s, 15m, 12h, 7d, or never")
             }
         }
-        let entry = try invocation.cache().put(key: values[0], data: body, metadata: metadata)
+        let entry = try invocation.cache().put(key: values[0], from: input, metadata: metadata)
         if invocation.json { invocation.terminal.printJSON(EntryJSON(entry)) }
         return .success
     }

@@ -5,6 +5,7 @@ import SharedCache
 import SharedCacheCLI
 
 resetSignalMask()
+reportPeakMemoryAtExitIfAsked()
 let terminal = Terminal(tool: "sharedcache")
 
 let commands: [Command] = [
@@ -56,7 +57,13 @@ func splitCommand(_ arguments: [String]) -> (String?, [String]) {
     return (nil, rest)
 }
 
-let (name, rest) = splitCommand(Array(CommandLine.arguments.dropFirst()))
+let arguments: [String]
+do {
+    arguments = try commandLineArguments()
+} catch {
+    terminal.usage(error, help: "sharedcache help")
+}
+let (name, rest) = splitCommand(arguments)
 
 if name == nil {
     if rest.contains("--version") {
@@ -88,6 +95,9 @@ guard let command = commands.first(where: { $0.name == name }) else {
 
 do {
     let arguments = try Arguments(rest, options: (command.options + Command.globalOptions).map(\.0))
+    if arguments.value("--dir")?.isEmpty == true {
+        throw UsageError("--dir needs the path of the cache directory; leave it out for the default")
+    }
     if arguments.has("-h") {
         terminal.print(command.help)
         exit(0)

@@ -31,7 +31,7 @@ let options: [Arguments.Option] = [
 ]
 let arguments: Arguments
 do {
-    arguments = try Arguments(CommandLine.arguments.dropFirst(), options: options)
+    arguments = try Arguments(commandLineArguments(), options: options)
 } catch {
     terminal.usage(error, help: "sharedcached --help")
 }
@@ -42,6 +42,11 @@ if arguments.has("-h") {
 if arguments.has("--version") {
     terminal.print("sharedcached \(SharedCacheVersion.string)")
     exit(0)
+}
+if arguments.value("--dir")?.isEmpty == true {
+    terminal.usage(
+        UsageError("--dir needs the path of the cache directory; leave it out for the default"),
+        help: "sharedcached --help")
 }
 if let extra = arguments.positional.first {
     terminal.usage(UsageError("unexpected argument \(extra)"), help: "sharedcached --help")

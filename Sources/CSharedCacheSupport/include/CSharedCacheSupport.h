@@ -11,6 +11,10 @@
 /// Uses the SSE4.2 or ARMv8 CRC instruction when the CPU has it, a table otherwise.
 uint32_t scs_crc32c_extend(uint32_t crc, const void *data, size_t length);
 
+/// `scs_crc32c_extend` over `count` zero bytes, in O(log count) without reading them: what a
+/// hole in a sparse file contributes.
+uint32_t scs_crc32c_extend_zeros(uint32_t crc, uint64_t count);
+
 /// 1 when `scs_crc32c_extend` runs on a CPU instruction, 0 when it falls back to a table.
 int scs_crc32c_is_hardware_accelerated(void);
 

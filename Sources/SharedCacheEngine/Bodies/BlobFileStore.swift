@@ -97,7 +97,7 @@ package struct BlobFileStore: BodyStore {
     }
 
     /// Renames a finished temporary blob to a fresh name, never replacing an existing blob.
-    private func publish(_ temporary: String, hash: KeyHash) throws -> BodyLocation {
+    func publish(_ temporary: String, hash: KeyHash) throws -> BodyLocation {
         var lastError: SystemError?
         for _ in 0..<Self.publishAttempts {
             let location = BodyLocation(blobID: UniqueNames.next())
@@ -318,6 +318,10 @@ extension BlobFileStore {
             for name in try directory.contents(of: folder).sorted() {
                 let path = "\(folder)/\(name)"
                 guard let status = try directory.status(of: path) else { continue }
+                // A link named like a live entry's blob is that entry's damage, reported by its check.
+                if status.isSymbolicLink, let (hash, location) = Self.parseName(name), isLive(hash, location) {
+                    continue
+                }
                 guard status.isRegularFile, let (hash, location) = Self.parseName(name),
                     hash.fanOut == UInt8(fanOut, radix: 16)
                 else {

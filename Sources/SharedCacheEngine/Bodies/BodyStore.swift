@@ -23,6 +23,22 @@ package protocol BodyStore: Sendable {
     func read(_ hash: KeyHash, at location: BodyLocation, key: UnsafeRawBufferPointer, expectedSize: UInt64) throws
         -> BodyRead
 
+    /// Writes a body streamed from `read`, a chunk at a time, after its header; runs of zeros
+    /// stay holes. Returns where it went and the finished header (size and checksum filled
+    /// in); the caller journals that. Nothing is published unless the whole body was written.
+    func write(
+        _ header: BlobHeader, durable: Bool, readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
+    ) throws -> (BodyLocation, BlobHeader)
+
+    /// Reads a body a chunk at a time, handing each piece and its offset to `body` (`nil` to
+    /// only check it), and checks the whole against its checksum: a body of any size in a
+    /// megabyte of memory. `body` sees bytes before the checksum is known, so a caller that
+    /// must not act on a damaged body writes where it can take them back, or checks first.
+    func stream(
+        _ hash: KeyHash, at location: BodyLocation, key: [UInt8], expectedSize: UInt64,
+        into body: ((BodyPiece, Int64) throws -> Void)?
+    ) throws -> BodyStream
+
     /// Holds a body so that it stays readable whoever removes its entry meanwhile, and checks
     /// its header: what the HTTP client holds while a conditional request is in flight. `nil`
     /// when the body is gone or its header is wrong.
@@ -57,6 +73,31 @@ package enum BodyRead {
     /// Not there (its entry was removed a moment ago by another process): a plain miss.
     case missing
     /// There, but failing its checks; the caller journals its removal.
+    case damaged(String)
+}
+
+/// A step of a body streamed in: bytes in the buffer, a run of zeros known without reading
+/// them (a hole of a sparse file), or the end.
+package enum StreamedChunk: Equatable {
+    case bytes(Int)
+    case zeros(Int64)
+    case end
+}
+
+/// A piece of a body streamed out, at its offset in the body.
+package enum BodyPiece {
+    case bytes(UnsafeRawBufferPointer)
+    /// This many zeros, from a hole in the stored file: never read.
+    case zeros(Int64)
+}
+
+/// What streaming a body out found.
+package enum BodyStream {
+    /// Every piece was handed on, and together they match the checksum.
+    case intact(BlobHeader)
+    /// Not there: a plain miss.
+    case missing
+    /// There, but failing its checks (possibly after some pieces were handed on).
     case damaged(String)
 }
 

@@ -104,6 +104,8 @@ extension CacheEngine {
             }
         } else if try directory.status(of: path) == nil {
             (problem, detail) = (.missingBlob, "the journal records an entry whose blob does not exist")
+        } else if try directory.status(of: path)?.isSymbolicLink == true {
+            (problem, detail) = (.damagedBlob, "a symbolic link stands where the blob belongs; --repair removes it")
         } else {
             (problem, detail) = (.damagedBlob, "its header is unreadable or fails its checksum")
         }

@@ -9,6 +9,11 @@ package import SharedCacheFormat
 package import SharedCachePlatform
 
 extension CacheDirectory {
+    /// The layout's folders; its other names are files.
+    private static let folderNames: Set<String> = [
+        journalDirectory, blobsDirectory, temporaryDirectory, FetchLock.directoryName,
+    ]
+
     /// The names a directory may hold before its `format` file exists: an initialisation that
     /// died half-way, which the next opener finishes.
     private static let layoutNames: Set<String> = [
@@ -40,8 +45,8 @@ extension CacheDirectory {
                     try directory.initialize(with: shared, durable: durable)
                 }
             }
-            try directory.checkFormat()
             try directory.refuseLinkedFolders()
+            try directory.checkFormat()
             return (directory, lock, try directory.readConfiguration(defaults: shared))
         }
     }
@@ -160,7 +165,9 @@ extension CacheDirectory {
             return try ConfigurationFile.decode(bytes, defaults: defaults)
         } catch {
             throw SharedCacheError(
-                .corruptData, "\(path)/config has an invalid \(error); fix it or rewrite it with `sharedcache config`",
+                .corruptData,
+                "\(path)/config has an \(error); fix that line, or remove the file (the default limits then apply) "
+                    + "and set the limits again with `sharedcache config`",
                 path: "\(path)/config")
         }
     }
@@ -175,10 +182,14 @@ extension CacheDirectory {
                 .map { "\(Self.blobsDirectory)/\($0)" }
         }
         guard let link = links.sorted().first else { return }
+        let isFolder = link.contains("/") || Self.folderNames.contains(link)
         throw SharedCacheError(
             .unsafePath,
             "\(path)/\(link) is a symbolic link, and SharedCache never follows links inside its directory; "
-                + "replace the link with the folder it points to, then open the cache again",
+                + (isFolder
+                    ? "replace the link with the folder it points to, then open the cache again"
+                    : "remove the link and put a copy of the file it points to in its place, then open the "
+                        + "cache again"),
             path: "\(path)/\(link)")
     }
 
@@ -202,7 +213,11 @@ extension CacheDirectory {
                     + "so choose another one",
                 path: "\(path)/format")
         } catch {
-            throw SharedCacheError.corrupt("\(path)/format", path: "\(path)/format", error)
+            let line = String(decoding: FormatVersion.current.encoded().dropLast(), as: UTF8.self)
+            throw SharedCacheError(
+                .corruptData,
+                "\(path)/format is damaged (\(error)); it must hold the one line '\(line)', so write that line into it",
+                path: "\(path)/format")
         }
     }
 

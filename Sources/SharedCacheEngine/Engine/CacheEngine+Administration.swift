@@ -91,14 +91,19 @@ package final class JournalListing: @unchecked Sendable {
     private let directory: CacheDirectory
     private let lock = Locked(())
     private var cursor: JournalCursor?
+    /// The sequence of the last record listed.
+    private var listedThrough: UInt64?
 
     package init(directory: CacheDirectory) {
         self.directory = directory
     }
 
     /// Every whole record not yet listed, in order, across segments. A reader that loses its
-    /// place (the segment it was in was retired) continues from the oldest segment left.
-    package func readAvailable(_ body: (JournalLine) -> Void) throws(SharedCacheError) {
+    /// place (the segment it was in was retired) continues from the oldest segment left, and
+    /// first calls `gap` with the first and last sequence numbers it can no longer list.
+    package func readAvailable(
+        _ body: (JournalLine) -> Void, gap: (_ from: UInt64, _ to: UInt64) -> Void = { _, _ in }
+    ) throws(SharedCacheError) {
         try directory.perform("reading the journal") {
             try lock.withLock { _ in
                 for _ in 0..<3 {
@@ -106,10 +111,13 @@ package final class JournalListing: @unchecked Sendable {
                         guard let oldest = try JournalSegment.generations(in: directory).first,
                             let segment = try JournalSegment.open(oldest, in: directory)
                         else { return }
-                        cursor = JournalCursor(segment: segment, lastSequence: segment.header.firstSequence - 1)
+                        let first = segment.header.firstSequence
+                        if let listed = listedThrough, first > listed + 1 { gap(listed + 1, first - 1) }
+                        cursor = JournalCursor(segment: segment, lastSequence: first - 1)
                     }
                     guard let cursor else { return }
                     let progress = try cursor.advance(in: directory, repairing: false) { record, sequence in
+                        listedThrough = sequence
                         body(JournalLine(record, sequence: sequence, generation: cursor.segment.generation))
                     }
                     if progress != .mustResynchronize { return }
@@ -187,6 +195,7 @@ extension CacheEngine {
     /// Changes the shared limits in `config` (atomically, under the directory lock) and adopts
     /// them in this process. Other processes see them when they next open the directory;
     /// `sharedcached` when it gets SIGHUP.
+    @discardableResult
     package func updateSharedLimits(_ change: (inout SharedLimits) -> Void) throws(SharedCacheError) -> SharedLimits {
         try reloadConfiguration()
         let current = configuration

@@ -249,20 +249,9 @@ package final class CacheEngine: Sendable {
     package func store(key: String, data: Data, metadata: EntryMetadata, storedAt: Int64, expiresAt: Int64)
         throws(SharedCacheError) -> (entry: CacheEntry, location: BodyLocation)
     {
-        let keyBytes = Array(key.utf8)
-        let etag = Array((metadata.etag ?? "").utf8)
-        let lastModified = Array((metadata.lastModified ?? "").utf8)
-        guard keyBytes.count <= BlobHeader.maximumKeySize else {
-            throw SharedCacheError(
-                .invalidArgument, "a key of \(keyBytes.count) bytes is longer than the 64 KiB limit; hash long keys")
-        }
-        guard etag.count <= BlobHeader.maximumFieldSize, lastModified.count <= BlobHeader.maximumFieldSize else {
-            throw SharedCacheError(.invalidArgument, "an ETag or Last-Modified value is longer than 65,535 bytes")
-        }
-        let hash = keyBytes.withUnsafeBytes { KeyHash(hashing: $0) }
-        var header = BlobHeader(
-            bodySize: UInt64(data.count), bodyChecksum: 0, storedAt: storedAt, expiresAt: expiresAt,
-            keyHash: hash, key: keyBytes, etag: etag, lastModified: lastModified, attributes: metadata.attributes)
+        var header = try header(
+            key: key, metadata: metadata, bodySize: UInt64(data.count), storedAt: storedAt, expiresAt: expiresAt)
+        let hash = header.keyHash
 
         let location = try directory.perform("storing an entry") {
             let location = try data.withUnsafeBytes { body in
@@ -276,6 +265,28 @@ package final class CacheEngine: Sendable {
         let entry = CacheEntry(header)
         remember(CacheHit(data: data, entry: entry), for: hash, at: location)
         return (entry, location)
+    }
+
+    /// The header of a new version of `key` (its checksum still to be filled in).
+    ///
+    /// - Throws: `.invalidArgument` for a key over 64 KiB or a validator over 65,535 bytes.
+    func header(key: String, metadata: EntryMetadata, bodySize: UInt64, storedAt: Int64, expiresAt: Int64)
+        throws(SharedCacheError) -> BlobHeader
+    {
+        let keyBytes = Array(key.utf8)
+        let etag = Array((metadata.etag ?? "").utf8)
+        let lastModified = Array((metadata.lastModified ?? "").utf8)
+        guard keyBytes.count <= BlobHeader.maximumKeySize else {
+            throw SharedCacheError(
+                .invalidArgument, "a key of \(keyBytes.count) bytes is longer than the 64 KiB limit; hash long keys")
+        }
+        guard etag.count <= BlobHeader.maximumFieldSize, lastModified.count <= BlobHeader.maximumFieldSize else {
+            throw SharedCacheError(.invalidArgument, "an ETag or Last-Modified value is longer than 65,535 bytes")
+        }
+        return BlobHeader(
+            bodySize: bodySize, bodyChecksum: 0, storedAt: storedAt, expiresAt: expiresAt,
+            keyHash: keyBytes.withUnsafeBytes { KeyHash(hashing: $0) }, key: keyBytes, etag: etag,
+            lastModified: lastModified, attributes: metadata.attributes)
     }
 
     /// Journals a body just written as the entry for its key, superseding any earlier version

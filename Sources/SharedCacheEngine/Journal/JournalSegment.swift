@@ -46,7 +46,10 @@ package final class JournalSegment {
         let name = name(generation)
         guard let file = try directory.openIfPresent(name, flags: O_RDWR | O_APPEND | O_NONBLOCK) else { return nil }
         let status = try file.status()
-        guard status.isRegularFile else { throw SystemError.notRegularFile(name, status) }
+        guard status.isRegularFile else {
+            throw directory.foreignFile(
+                name, status, role: "journal segment \(generation)", advice: "run `sharedcache verify --repair`")
+        }
         var bytes = [UInt8](repeating: 0, count: SegmentHeader.size)
         let count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
         let header: SegmentHeader
@@ -55,7 +58,10 @@ package final class JournalSegment {
             header = try bytes.withUnsafeBytes { buffer throws(FormatError) in try SegmentHeader.decode(buffer) }
             guard header.generation == generation else { throw FormatError.invalidField("generation") }
         } catch let error as FormatError {
-            throw SharedCacheError.corrupt("journal segment \(name)", path: "\(directory.path)/\(name)", error)
+            throw SharedCacheError(
+                .corruptData,
+                "\(directory.path)/\(name) is not a journal segment (\(error)); remove it and run "
+                    + "`sharedcache verify --repair`", path: "\(directory.path)/\(name)")
         }
         return JournalSegment(generation: generation, header: header, file: file, path: "\(directory.path)/\(name)")
     }

@@ -26,7 +26,11 @@ enum ManifestFile {
             return .missing
         }
         let status = try file.status()
-        guard status.isRegularFile else { return .corrupt(.invalidField("not a regular file")) }
+        guard status.isRegularFile else {
+            throw directory.foreignFile(
+                CacheDirectory.manifestFile, status, role: "its manifest",
+                advice: "open the cache again (the manifest is rebuilt from the blobs)")
+        }
         var headerBytes = [UInt8](repeating: 0, count: ManifestCoding.headerSize)
         let headerCount = try headerBytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
         do {

@@ -141,6 +141,17 @@ struct SharedCacheToolTests {
         #expect(try SharedCache(directory: cache).configuration.sizeLimit == 2_147_483_648)
     }
 
+    /// Issue 18: `config default-expiry 0` wrote 1, so every entry expired after a second. 0 means
+    /// no default expiry, as 0 means no limit for size-limit and entry-limit.
+    @Test func defaultExpiryZeroMeansNever() throws {
+        #expect(try run("config", "default-expiry", "2d").status == 0)
+        #expect(try run("config", "default-expiry", "0").output == "default-expiry = never\n")
+        #expect(try run("config", "default-expiry").output == "never\n")
+        #expect(try SharedCache(directory: cache).configuration.defaultExpiry == nil)
+        #expect(try run("put", "k", input: "v").status == 0)
+        #expect(try json(try run("show", "k", "--json"))["expiresAt"] == nil)
+    }
+
     @Test func configTellsARunningCompactorToRereadIt() throws {
         _ = try SharedCache(directory: cache)
         let (daemon, _, errors) = try Tool.daemon.start(["--dir", cache])

@@ -1,0 +1,16 @@
+package import SharedCachePlatform
+
+extension CacheDirectory {
+    /// The error for something that is not a regular file where the cache keeps `name`: a FIFO
+    /// (reading it would fail with ESPIPE, or wait), a directory, a device or a socket.
+    ///
+    /// - Parameters:
+    ///   - role: what the cache keeps there, e.g. "the manifest".
+    ///   - advice: what to do once it is removed, e.g. "run `sharedcache verify --repair`".
+    package func foreignFile(_ name: String, _ status: FileStatus, role: String, advice: String) -> SharedCacheError {
+        SharedCacheError(
+            .unsafePath,
+            "\(path)/\(name) is \(status.kindDescription) where the cache keeps \(role); remove it and \(advice)",
+            path: "\(path)/\(name)")
+    }
+}

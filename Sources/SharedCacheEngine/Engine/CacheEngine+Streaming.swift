@@ -1,0 +1,82 @@
+import SharedCacheFormat
+import SharedCachePlatform
+
+// Puts and gets whose bodies never sit in memory whole, for the tools (`sharedcache put` and
+// `get` of a 2 GB file). `package`: the public API takes and returns `Data`.
+extension CacheEngine {
+    /// Stores everything `input` reads under `key`, replacing any earlier entry; the body is
+    /// read and written a megabyte at a time.
+    ///
+    /// The same guarantees as a put of `Data`: the body is journaled only once it is complete,
+    /// so a failure (a read error, a full disk) stores nothing and loses nothing.
+    @discardableResult
+    package func put(key: String, from input: BodyInput, metadata: EntryMetadata = EntryMetadata())
+        throws(SharedCacheError) -> CacheEntry
+    {
+        let now = now()
+        let expiry = metadata.expiry ?? configuration.defaultExpiry.map { .after($0) } ?? .never
+        let placeholder = try header(
+            key: key, metadata: metadata, bodySize: 0, storedAt: now, expiresAt: expiry.milliseconds(from: now))
+        let header = try directory.perform("storing an entry") {
+            let (location, header) = try bodies.write(placeholder, durable: isDurable) { buffer in
+                try input.next(into: buffer)
+            }
+            try commitStored(header, at: location)
+            return header
+        }
+        count { $0.stores += 1 }
+        return CacheEntry(header)
+    }
+
+    /// Writes the body stored under `key` to `output` a megabyte at a time, and returns the
+    /// entry; `nil` for a miss, with nothing written.
+    ///
+    /// Every byte is checked against the body's checksum, as a get checks it. A file is written
+    /// beside its destination and published only once the whole body matched; a stream
+    /// (standard output) gets the body only after a first pass found it intact. A body that
+    /// fails its checks is journaled as `corrupt`, like any damaged body, and is a miss.
+    package func get(key: String, to output: BodyOutput) throws(SharedCacheError) -> CacheEntry? {
+        let hash = KeyHash(key: key)
+        let keyBytes = Array(key.utf8)
+        for attempt in 0..<2 {
+            let now = now()
+            guard let (entry, _) = try currentEntry(hash, fromMemory: false), !entry.isExpired(at: now) else { break }
+            let outcome = try directory.perform("reading an entry") { () throws -> BodyStream in
+                // Bytes sent to a stream cannot be taken back: check the whole body first.
+                if output.isStream {
+                    let check = try bodies.stream(
+                        hash, at: entry.location, key: keyBytes, expectedSize: entry.bodySize, into: nil)
+                    guard case .intact = check else { return check }
+                }
+                let copied = try bodies.stream(hash, at: entry.location, key: keyBytes, expectedSize: entry.bodySize) {
+                    piece, offset in try output.write(piece, at: offset)
+                }
+                if case .damaged = copied, output.isStream {
+                    try? discard(hash, key: keyBytes, at: entry.location)
+                    throw SharedCacheError(
+                        .corruptData,
+                        "the body of \(key) changed on disk while it was written to \(output.name), so what was "
+                            + "written is not it; the entry was removed, so store it again",
+                        path: "\(path)/\(bodies.describe(hash, at: entry.location))")
+                }
+                if case .intact = copied { try output.publish() }
+                return copied
+            }
+            switch outcome {
+            case .intact(let header):
+                count { $0.hits += 1 }
+                counters?.add(.hits)
+                recordAccessIfDue(hash, entry: entry, now: now)
+                return CacheEntry(header)
+            case .missing where attempt == 0:
+                continue
+            case .missing, .damaged:
+                try discard(hash, key: keyBytes, at: entry.location)
+            }
+            break
+        }
+        count { $0.misses += 1 }
+        counters?.add(.misses)
+        return nil
+    }
+}

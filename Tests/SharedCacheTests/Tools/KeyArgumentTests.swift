@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+
+/// Keys typed on the command line are bytes: two different byte strings must never reach one
+/// entry. Foundation's `Process` takes arguments as `String`, so a shell puts the raw bytes in.
+@Suite("sharedcache, arguments that are not UTF-8")
+struct KeyArgumentTests {
+    let directory: TemporaryDirectory
+    var cache: String { directory("cache") }
+
+    init() throws {
+        directory = try TemporaryDirectory()
+    }
+
+    /// Runs `sharedcache` through sh(1) with `script`'s `printf` escapes expanded into raw bytes.
+    func shell(_ script: String, input: String? = nil) throws -> Worker.Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", script, Tool.admin.executable.path]
+        process.environment = ProcessInfo.processInfo.environment.merging(["SHAREDCACHE_DIR": cache]) { $1 }
+        let output = Pipe(), errors = Pipe(), stdin = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = stdin
+        try process.run()
+        stdin.fileHandleForWriting.write(Data((input ?? "").utf8))
+        try stdin.fileHandleForWriting.close()
+        return Worker.Result(finishing: process, output: output, errors: errors)
+    }
+
+    @Test func keysThatAreNotUTF8AreRefusedNotMerged() throws {
+        let putFF = try shell(#"exec "$0" put "$(printf 'k\377')""#, input: "first")
+        #expect(putFF.status == 64)
+        #expect(putFF.errors.hasPrefix("sharedcache: ") && putFF.errors.split(separator: "\n").count == 1)
+        let getFE = try shell(#"exec "$0" get "$(printf 'k\376')""#)
+        #expect(getFE.status == 64)
+        #expect(getFE.output.isEmpty)
+        // Nothing was stored under the repaired key U+FFFD either.
+        let list = try Tool.admin.run(["ls", "--json"], environment: ["SHAREDCACHE_DIR": cache])
+        #expect(list.status == 0 && list.output.isEmpty)
+        // A UTF-8 key beyond ASCII is a key like any other.
+        #expect(try shell(#"exec "$0" put "$(printf 'k\303\251')""#, input: "é").status == 0)
+        let get = try Tool.admin.run(["get", "k\u{e9}"], environment: ["SHAREDCACHE_DIR": cache])
+        #expect(get.status == 0 && get.output == "é")
+    }
+
+    @Test func theCompactorRefusesArgumentsThatAreNotUTF8() throws {
+        let result = try shell(#"exec "${0%/*}/sharedcached" --once --dir "$SHAREDCACHE_DIR$(printf '\377')""#)
+        #expect(result.status == 64)
+    }
+}
