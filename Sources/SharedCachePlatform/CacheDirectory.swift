@@ -102,28 +102,45 @@ package final class CacheDirectory: Sendable {
         return bytes
     }
 
-    /// Creates `name` (which must not exist) and lets `write` fill it, flushed with `durable`.
-    /// The descriptor is closed before this returns.
-    package func writeNewFile(_ name: String, durable: Bool, _ write: (borrowing FileDescriptor) throws -> Void) throws {
-        let file = try open(name, flags: O_WRONLY | O_CREAT | O_EXCL)
-        try write(file)
-        if durable { try file.synchronizeData() }
-    }
-
     /// Writes a new file in the temporary folder and hands its name to `publish` (which renames
     /// it into place); if anything fails, the temporary file is removed.
+    ///
+    /// The writer holds an exclusive flock on the file from just after creating it until it is
+    /// published: the sign of life a sweeper goes by (``isLeftover(_:)``), whatever the file's
+    /// age, so a writer stopped for an hour never has its file swept from under it.
     package func publishNewFile<Result>(
         purpose: String, durable: Bool, write: (borrowing FileDescriptor) throws -> Void,
         publish: (String) throws -> Result
     ) throws -> Result {
         let temporary = temporaryName(for: purpose)
         do {
-            try writeNewFile(temporary, durable: durable, write)
-            return try publish(temporary)
+            let file = try open(temporary, flags: O_RDWR | O_CREAT | O_EXCL)
+            _ = try file.tryLock(.exclusive)  // a new file: nobody else can hold it
+            try write(file)
+            if durable { try file.synchronizeData() }
+            let result = try publish(temporary)
+            file.close()
+            return result
         } catch {
             try? removeFile(temporary)
             throw error
         }
+    }
+
+    /// How long a file in the temporary folder may stand unlocked before it is taken for a
+    /// dead writer's: the instant between its writer's `open` and `flock`, with room to spare.
+    package static let unlockedTemporaryGrace: Int64 = 10_000
+
+    /// Whether the temporary file `name` was left by a writer that is gone: nobody holds its
+    /// lock (a live writer does until it publishes) and it is older than the moment between
+    /// creating and locking. Judged by the lock, not the clock, so neither a stopped writer
+    /// nor a clock jump makes a live writer's file look abandoned.
+    package func isLeftover(_ name: String, now: Int64) throws(SystemError) -> Bool {
+        guard let status = try status(of: name), status.isRegularFile,
+            status.modifiedMilliseconds < now - Self.unlockedTemporaryGrace,
+            let file = try openIfPresent(name, flags: O_RDONLY | O_NONBLOCK, linkIsAbsence: true)
+        else { return false }
+        return try file.tryLock(.shared)
     }
 
     /// Renames `from` to `to`, failing with `EEXIST` rather than replacing an existing file

@@ -16,7 +16,8 @@ public struct CheckpointSummary: Sendable, Hashable {
 }
 
 extension CacheEngine {
-    /// How long a file in `tmp/` may go unmodified before it is taken for a dead writer's.
+    /// How long a file in `fetching/` may go unmodified before the sweep may delete it (when
+    /// nobody holds it): creating one per request would cost more than the rest of a fetch.
     package static let temporaryFileGracePeriod: Int64 = 3600 * 1000
 
     /// Folds the journal into a new manifest and starts a new journal segment.
@@ -62,21 +63,19 @@ extension CacheEngine {
         return retired
     }
 
-    /// Deletes files in `tmp/` nobody has written to for the grace period: writers that died.
-    ///
-    /// Judged by age, not by process ID, because a writer in another PID namespace (a
-    /// container sharing the directory) would look dead.
+    /// Deletes files in `tmp/` whose writers are gone: nobody holds their lock (see
+    /// `CacheDirectory.isLeftover`). Judged by the lock, not by the clock or a process ID (a
+    /// writer in another PID namespace, a container sharing the directory, would look dead).
     private func sweepTemporaryFiles() throws -> Int {
-        let cutoff = now() - Self.temporaryFileGracePeriod
+        let now = now()
         var swept = 0
         for name in try directory.contents(of: CacheDirectory.temporaryDirectory) {
             let path = "\(CacheDirectory.temporaryDirectory)/\(name)"
-            guard let status = try directory.status(of: path), status.modifiedMilliseconds < cutoff,
-                !status.isDirectory
-            else { continue }
+            guard try directory.isLeftover(path, now: now) else { continue }
             try directory.removeFile(path)
             swept += 1
         }
+        let cutoff = now - Self.temporaryFileGracePeriod
         return swept + (try FetchLock.sweep(in: directory, olderThan: cutoff))
     }
 }

