@@ -92,6 +92,7 @@ package final class Compactor: Sendable {
     package init(engine cache: CacheEngine) throws(SharedCacheError) {
         self.cache = cache
         lock = try cache.directory.perform("taking the compactor lock") { try DaemonLock(in: cache.directory) }
+        cache.directory.keepReserve()  // a directory made before there was a reserve
         try adoptJournaledRemovals()
     }
 
@@ -161,7 +162,12 @@ package final class Compactor: Sendable {
                 break
             }
             let batch = plan.victims[batchStart..<min(batchStart + Self.batchSize, plan.victims.count)]
-            evicted += try journalEvictions(batch)
+            do {
+                evicted += try journalEvictions(batch)
+            } catch where error.code == .noSpace && cache.directory.releaseReserve() {
+                // The disk is full: the reserve makes room to journal what frees the space.
+                evicted += try journalEvictions(batch)
+            }
         }
         let due = Clock.nowMilliseconds() + configuration.evictionGracePeriod.milliseconds
         pendingUnlinks.withLock { pending in
@@ -181,7 +187,12 @@ package final class Compactor: Sendable {
                 && Clock.nowMilliseconds() - last.at < configuration.journalRetention.milliseconds
         }
         if !idle {
-            report.checkpoint = try cache.checkpoint()
+            do {
+                report.checkpoint = try cache.checkpoint()
+            } catch where error.code == .noSpace {
+                // The evictions are journaled; their space comes back once their bodies are
+                // reclaimed, and the next pass checkpoints.
+            }
             let position = try cache.statistics().journalSequence
             lastCheckpoint.withLock { $0 = (position, Clock.nowMilliseconds()) }
         }
@@ -230,6 +241,8 @@ package final class Compactor: Sendable {
         try cache.directory.perform("unlinking evicted blobs") {
             for body in due { try cache.bodies.reclaim(body.hash, at: body.location) }
         }
+        // Space came back: keep the reserve again, if a full disk made this compactor use it.
+        if !due.isEmpty { cache.directory.keepReserve() }
         return due.count
     }
 

@@ -18,7 +18,7 @@ extension CacheDirectory {
     /// died half-way, which the next opener finishes.
     private static let layoutNames: Set<String> = [
         FormatVersion.fileName, ConfigurationFile.fileName, lockFile, manifestFile, daemonFile, statsFile,
-        journalDirectory, blobsDirectory, temporaryDirectory, fetchingDirectory,
+        reserveFile, journalDirectory, blobsDirectory, temporaryDirectory, fetchingDirectory,
     ]
 
     /// Opens the cache directory at `path`, creating and initialising it when needed.
@@ -247,6 +247,7 @@ extension CacheDirectory {
             try JournalSegment.create(1, firstSequence: 1, in: self, durable: durable)
         }
         try ManifestFile.write(Index(), generation: 1, lastSequence: 0, in: self, durable: durable)
+        keepReserve()
         try replaceFile(FormatVersion.fileName, with: FormatVersion.current.encoded(), durable: true)
     }
 }

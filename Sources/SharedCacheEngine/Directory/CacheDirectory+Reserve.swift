@@ -1,0 +1,41 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+package import SharedCachePlatform
+
+/// Space kept for the compactor: `<root>/reserve`, a megabyte of zeros it gives back when the
+/// filesystem is full. Evicting must journal each removal before unlinking anything, and a
+/// journal append needs free bytes; with the reserve released, the evictions that free the
+/// space can be journaled (a batch of a thousand is about 150 KB). It is made with the
+/// directory, and again after every pass that had to release it.
+extension CacheDirectory {
+    package static let reserveFile = "reserve"
+    package static let reserveSize = 1 << 20
+
+    /// Makes the reserve unless it is there; best effort (a full disk cannot give it).
+    package func keepReserve() {
+        guard (try? status(of: Self.reserveFile)) == .some(nil) else { return }
+        let temporary = "\(Self.reserveFile).partial.\(UniqueNames.processID)"
+        do {
+            let file = try open(temporary, flags: O_WRONLY | O_CREAT | O_EXCL)
+            let zeros = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
+            defer { zeros.deallocate() }
+            zeros.initializeMemory(as: UInt8.self, repeating: 0)
+            // Written, not truncated to size: a sparse file would reserve nothing.
+            for _ in 0..<(Self.reserveSize / zeros.count) { try file.writeAll(UnsafeRawBufferPointer(zeros)) }
+            try renameWithoutReplacing(temporary, to: Self.reserveFile)
+        } catch {
+            try? removeFile(temporary)
+        }
+    }
+
+    /// Gives the reserve back to the filesystem; whether there was one to give.
+    package func releaseReserve() -> Bool {
+        guard (try? status(of: Self.reserveFile))??.isRegularFile == true else { return false }
+        return (try? removeFile(Self.reserveFile)) != nil
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+
+@testable import SharedCache
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Issue 18, defect 4: on a full filesystem the compactor exited 74 (it had to write its PID
+/// before it could work) and the cache stayed far over its limit. Eviction must work with no
+/// free bytes at all: the lock's witness is written best effort, and the reserve the directory
+/// keeps is released to journal the evictions that free the space.
+@Suite("Compacting a cache on a full filesystem", .serialized)
+struct FullDiskTests {
+    /// Mounting a small tmpfs needs root (and a kernel that lets this process mount).
+    static let canMount: Bool = {
+        guard geteuid() == 0 else { return false }
+        let probe = NSTemporaryDirectory() + "sharedcache-mount-probe-\(getpid())"
+        try? FileManager.default.createDirectory(atPath: probe, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: probe) }
+        guard mount("tmpfs", probe, "tmpfs", 0, "size=64k") == 0 else { return false }
+        umount(probe)
+        return true
+    }()
+
+    @Test(.enabled(if: canMount, "needs root and mount(2) to make a small filesystem"))
+    func theCompactorEvictsWithNoFreeBytes() throws {
+        let directory = try TemporaryDirectory()
+        let mountPoint = directory("small")
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        #expect(mount("tmpfs", mountPoint, "tmpfs", 0, "size=8m") == 0)
+        defer { umount(mountPoint) }
+        let path = "\(mountPoint)/cache"
+        let limit: UInt64 = 1 << 20
+        do {
+            let cache = try SharedCache(directory: path, configuration: Configuration(sizeLimit: limit))
+            for index in 0..<40 { try cache.put(key: "key \(index)", data: Data(count: 64 << 10)) }
+            #expect(try cache.statistics().totalBytes == 40 * (64 << 10))
+        }
+        // Fill the filesystem to its last byte.
+        let filler = FileHandle(forWritingAtPath: {
+            _ = FileManager.default.createFile(atPath: "\(mountPoint)/filler", contents: nil)
+            return "\(mountPoint)/filler"
+        }())!
+        let block = Data(count: 4096)
+        while (try? filler.write(contentsOf: block)) != nil {}
+        var space = statvfs()
+        #expect(statvfs(mountPoint, &space) == 0 && space.f_bavail == 0)
+
+        let pass = try Tool.daemon.run(["--dir", path, "--once"])
+        #expect(pass.status == 0, "\(pass.errors)")
+        let cache = try SharedCache(directory: path)
+        #expect(try cache.statistics().totalBytes <= limit)
+        #expect(try cache.verify().isClean)
+        // And the cache works again once the filler is gone; the reserve is back after a pass.
+        try FileManager.default.removeItem(atPath: "\(mountPoint)/filler")
+        try cache.put(key: "after", data: Data("works".utf8))
+        #expect(try cache.get(key: "after")?.data == Data("works".utf8))
+    }
+}
