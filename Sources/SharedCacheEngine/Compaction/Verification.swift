@@ -74,11 +74,43 @@ extension CacheEngine {
                         kind: .damagedJournal, path: CacheDirectory.journalDirectory,
                         detail: "a damaged record hides the records after it", repaired: repair))
             }
+            try verifyRetiredSegments(repair: repair, into: &report)
             for (hash, entry) in entries {
                 try verifyEntry(hash, entry, repair: repair, into: &report)
             }
             try verifyFiles(against: entries, repair: repair, into: &report)
             return report
+        }
+    }
+
+    /// Opens every segment older than the one this process reads now: each is sealed and its
+    /// records are in this process's index. One that no longer opens (emptied, overwritten, a
+    /// FIFO or folder in its place) would stop every compactor that starts from the oldest
+    /// segment; repairing checkpoints (so the manifest covers it) and removes it.
+    private func verifyRetiredSegments(repair: Bool, into report: inout VerificationReport) throws {
+        let current = try withState { $0.live.cursor.segment.generation }
+        for generation in try JournalSegment.generations(in: directory) where generation < current {
+            let name = JournalSegment.name(generation)
+            do {
+                _ = try JournalSegment.open(generation, in: directory)
+                continue
+            } catch let error as SharedCacheError where [.corruptData, .unsafePath].contains(error.code) {
+                var repaired = false
+                if repair {
+                    try checkpoint()
+                    if try directory.status(of: name)?.isDirectory == true {
+                        try? directory.removeFolder(name)
+                    } else {
+                        try directory.removeFile(name)
+                    }
+                    repaired = try directory.status(of: name) == nil
+                }
+                report.problems.append(
+                    .init(
+                        kind: .damagedJournal, path: name,
+                        detail: "a sealed segment that no longer reads as one; the manifest covers it",
+                        repaired: repaired))
+            }
         }
     }
 
