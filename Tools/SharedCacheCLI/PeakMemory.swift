@@ -20,7 +20,7 @@ package func reportPeakMemoryAtExitIfAsked() {
 /// The process's peak resident set. On Linux this is `VmHWM` from /proc/self/status:
 /// getrusage's `ru_maxrss` survives execve, so a child of a large parent would report the
 /// parent's peak.
-private func peakResidentKilobytes() -> Int? {
+package func peakResidentKilobytes() -> Int? {
     #if os(Linux)
     guard let file = fopen("/proc/self/status", "r") else { return nil }
     defer { fclose(file) }

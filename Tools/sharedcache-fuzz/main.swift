@@ -71,15 +71,9 @@ let edgeWords: [UInt32] = [0, 1, 0x7FFF_FFFF, 0x8000_0000, 0xFFFF_FFFF, 0xFFFF_F
     return bytes
 }
 
+/// This process's peak resident memory (its own, not a parent's: see `peakResidentKilobytes`).
 func peakResidentMegabytes() -> Double {
-    var usage = rusage()
-    #if os(Linux)
-    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-    return Double(usage.ru_maxrss) / 1024
-    #else
-    getrusage(RUSAGE_SELF, &usage)
-    return Double(usage.ru_maxrss) / 1024 / 1024
-    #endif
+    Double(peakResidentKilobytes() ?? 0) / 1024
 }
 
 var violations = 0

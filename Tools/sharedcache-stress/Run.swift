@@ -193,15 +193,18 @@ func runStress(_ options: Options) async throws -> Int32 {
     let report = try check(history: history, fullRunSubscribers: survivors.map(\.id), endHash: endHash)
     let verification = try cache.verify()
     var violations = report.violations
-    // A writer killed after renaming its blob into place and before journaling it leaves one
-    // blob nobody knows: not a put, so not wrong; the compactor sweeps such files after ten
-    // minutes. At most one per killed client; anything else verify finds is a violation.
+    // A writer killed while writing its blob leaves its temporary file (unlocked now that it is
+    // dead, so verify reports it); one killed after renaming the blob into place and before
+    // journaling it leaves a blob nobody knows. Neither is a put, so neither is wrong, and the
+    // compactor sweeps both. At most one per killed client; anything else verify finds is a
+    // violation.
     let killedClients = children.filter { $0.kind == .client && $0.killed }.count
-    let leftovers = verification.problems.filter { $0.kind == .orphanBlob }
+    let leftoverKinds: Set<VerificationReport.Problem.Kind> = [.orphanBlob, .staleTemporaryFile]
+    let leftovers = verification.problems.filter { leftoverKinds.contains($0.kind) }
     if leftovers.count > killedClients {
         violations += leftovers.map { "verify: \($0) (more leftovers than killed writers)" }
     }
-    violations += verification.problems.filter { $0.kind != .orphanBlob }.map { "verify: \($0)" }
+    violations += verification.problems.filter { !leftoverKinds.contains($0.kind) }.map { "verify: \($0)" }
     // Every process agrees on what is stored: this process followed the journal all along; a new
     // one reads the manifest the compactors last wrote, then the journal after it.
     let followed = Set(try cache.listEntries().map(\.hash))

@@ -8,9 +8,10 @@
 //   2. every removal reached every subscriber that ran throughout, exactly once and in journal
 //      order; such subscribers saw the same removals;
 //   3. every fetch served the origin's bytes (a 304 is never answered without its body);
-//   4. the directory verifies clean at the end, but for at most one unjournaled blob per killed
-//      writer (it died between renaming its blob into place and journaling it; no put
-//      happened, and the compactor's orphan sweep removes such files after ten minutes);
+//   4. the directory verifies clean at the end, but for at most one leftover per killed writer:
+//      its temporary file (it died while writing) or an unjournaled blob (it died between
+//      renaming its blob into place and journaling it); no put happened, and the compactor
+//      sweeps both;
 //   5. a process that followed the journal all along and one opened at the end hold the same
 //      entries (checkpoints lose nothing).
 //
