@@ -1,0 +1,68 @@
+import Foundation
+import Testing
+
+@testable import SharedCache
+import SharedCachePlatform
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Issue 14: the HTTP path never went through the error boundary, so the cache's own failures
+/// (a stray file where `fetching/` belongs) and a cancelled task came back as `.network` with
+/// "check the network and the URL". Now the cache's failures keep their own codes, and a
+/// cancellation is `.cancelled`; only the transport's failures are `.network`.
+@Suite("HTTP: the cache's failures are not the network's", .enabled(if: Origin.isAvailable, "needs nginx"))
+struct ErrorBoundaryTests {
+    let origin: Origin
+    let directory: TemporaryDirectory
+
+    init() throws {
+        origin = try Origin()
+        directory = try TemporaryDirectory()
+    }
+
+    @Test func aStrayFileWhereTheFetchLocksBelongIsTheCachesFailure() async throws {
+        try origin.write("/plain/a.txt", "body")
+        let cache = try SharedCache(directory: directory("cache"))
+        try? FileManager.default.removeItem(atPath: directory("cache/fetching"))
+        #expect(FileManager.default.createFile(atPath: directory("cache/fetching"), contents: Data("stray".utf8)))
+        do {
+            _ = try await cache.fetch(URLRequest(url: origin.url("/plain/a.txt")))
+            Issue.record("a fetch through a broken cache directory succeeded")
+        } catch {
+            #expect(error.code == .notADirectory, "\(error.code): \(error)")
+            #expect(error.underlyingError is SystemError)
+        }
+    }
+
+    @Test func aCancelledFetchIsCancelled() async throws {
+        // 2 MB at 1 MB/s: under way for two seconds, so the cancellation lands mid-body.
+        try origin.write("/slow/big.bin", Data(count: 2_000_000))
+        let cache = try SharedCache(directory: directory("cache"))
+        let url = origin.url("/slow/big.bin")
+        let task = Task { try await cache.fetch(URLRequest(url: url)) }
+        let lockFile = directory(
+            "cache/fetching/\(KeyHash(key: SharedCache.cacheKey(for: origin.url("/slow/big.bin"))).hex)")
+        #expect(eventually(within: .seconds(20)) { FileManager.default.fileExists(atPath: lockFile) })
+        task.cancel()
+        do {
+            _ = try await task.value
+            Issue.record("a cancelled fetch of a two-second download returned a body")
+        } catch let error as SharedCacheError {
+            #expect(error.code == .cancelled, "\(error.code): \(error)")
+        }
+        #expect(try !cache.contains(key: origin.url("/slow/big.bin").absoluteString))
+    }
+
+    @Test func aDeadOriginIsTheNetworksFailure() async throws {
+        let cache = try SharedCache(directory: directory("cache"))
+        // A port nothing listens on: the connection is refused.
+        do {
+            _ = try await cache.fetch(URLRequest(url: URL(string: "http://127.0.0.1:9/nothing")!))
+            Issue.record("a fetch from a dead origin succeeded")
+        } catch {
+            #expect(error.code == .network, "\(error.code): \(error)")
+        }
+    }
+}
