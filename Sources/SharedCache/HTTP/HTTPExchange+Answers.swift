@@ -1,0 +1,137 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import SharedCacheEngine
+import SharedCacheFormat
+import SharedCachePlatform
+
+// What the caller gets: the stored response as served, a 304 for its own validators, the part
+// a Range asks for, a stale answer where the directives allow, or the network's response.
+extension HTTPExchange {
+    /// The candidate's body, checked; read off the cooperative pool when it is large.
+    func read(_ candidate: StoredCandidate) async throws -> Data? {
+        try await cache.offPool(when: candidate.entry.bodySize > CacheEngine.inlineReadLimit) { try candidate.body() }
+    }
+
+    /// The stored response served as is (with its `Age`), a 304 when the caller's own
+    /// validators match it, or the part a `Range` asks for.
+    func answer(
+        from candidate: StoredCandidate, body: Data, source: FetchSource, headOnly: Bool, status: CacheStatus
+    ) -> FetchResult {
+        cache.count { $0.fetchHits += 1 }
+        cache.counters?.add(.hits)
+        let now = Clock.nowMilliseconds()
+        var status = status
+        if status.ttl == nil {
+            let remaining = candidate.remaining(at: now)
+            status.ttl = remaining == .max ? Int64(Int32.max) : remaining / 1000
+        }
+        var headers = candidate.response.headers
+        headers.set("Age", "\(candidate.age(at: now) / 1000)")
+        if source == .fresh || source == .stale, callerValidatorsMatch(candidate) {
+            return FetchResult(data: Data(), status: 304, headers: served(headers, status), url: url, source: source)
+        }
+        let result = FetchResult(
+            data: headOnly ? Data() : body, status: candidate.response.status, headers: headers, url: url, source: source)
+        return sliced(result, validators: candidate.response.headers, status: status)
+    }
+
+    /// A whole `200` cut to the request's `Range` when it asks for one part (RFC 9110 §14.2,
+    /// §15.3.7): a `206` with `Content-Range`, or a `416` when no byte satisfies it. `If-Range`
+    /// (§13.1.5) must name the stored response by a strong entity tag or its exact
+    /// `Last-Modified`, or the whole response is served.
+    func sliced(_ whole: FetchResult, validators: HTTPHeaders, status: CacheStatus) -> FetchResult {
+        var result = whole
+        var status = status
+        switch rangeAnswer(length: whole.data.count, status: whole.status, validators: validators) {
+        case .whole:
+            break
+        case .slice(let bytes):
+            result.data = whole.data.subdata(in: bytes)
+            result.status = 206
+            result.headers.set("Content-Range", "bytes \(bytes.lowerBound)-\(bytes.upperBound - 1)/\(whole.data.count)")
+            result.headers.set("Content-Length", "\(bytes.count)")
+            status.detail = "range"
+        case .unsatisfiable:
+            result.data = Data()
+            result.status = 416
+            result.headers.set("Content-Range", "bytes */\(whole.data.count)")
+            result.headers.set("Content-Length", "0")
+            status.detail = "range"
+        }
+        result.headers = served(result.headers, status)
+        return result
+    }
+
+    /// What the request's `Range` asks of a stored response of `length` bytes.
+    func rangeAnswer(length: Int, status: Int, validators: HTTPHeaders) -> ByteRange.Answer {
+        guard method == "GET", status == 200, let range = request.value(forHTTPHeaderField: "Range") else {
+            return .whole
+        }
+        if let condition = request.value(forHTTPHeaderField: "If-Range")?.trimmingSpaces() {
+            let named =
+                condition.hasPrefix("\"")
+                ? validators["ETag"].map { !$0.hasPrefix("W/") && $0.trimmingSpaces() == condition } ?? false
+                : validators["Last-Modified"].map { $0.trimmingSpaces() == condition } ?? false
+            guard named else { return .whole }
+        }
+        return ByteRange.answer(range, length: length)
+    }
+
+    /// `headers` with this cache's `Cache-Status` member appended.
+    func served(_ headers: HTTPHeaders, _ status: CacheStatus) -> HTTPHeaders {
+        var headers = headers
+        headers.append("Cache-Status", status.description)
+        return headers
+    }
+
+    /// RFC 9110 §13.1: `If-None-Match` by weak comparison, else `If-Modified-Since`.
+    func callerValidatorsMatch(_ candidate: StoredCandidate) -> Bool {
+        if let tags = request.value(forHTTPHeaderField: "If-None-Match") {
+            return tags.split(separator: ",").contains { tag in
+                let tag = tag.trimmingSpaces()
+                return tag == "*" || Self.weakMatch(tag, candidate.etag)
+            }
+        }
+        if let since = request.value(forHTTPHeaderField: "If-Modified-Since").flatMap({ HTTPDate.parse($0) }),
+            let modified = (candidate.lastModified ?? candidate.response.headers["Date"]).flatMap({ HTTPDate.parse($0) })
+        {
+            return modified <= since
+        }
+        return false
+    }
+
+    /// Weak entity-tag comparison: equal once any `W/` is set aside.
+    static func weakMatch(_ tag: String, _ other: String?) -> Bool {
+        guard let other else { return false }
+        func opaque(_ tag: String) -> Substring {
+            let trimmed = Substring(tag.trimmingSpaces())
+            return trimmed.hasPrefix("W/") ? trimmed.dropFirst(2) : trimmed
+        }
+        return opaque(tag) == opaque(other)
+    }
+
+    /// The stored response in place of a failure or a 5xx, where allowed (RFC 9111 §4.2.4, RFC
+    /// 5861 §4): never when it says `must-revalidate` or `no-cache`; otherwise when the caller
+    /// opted in (``FetchOptions/staleIfError``) or a `stale-if-error` in the response or the
+    /// request covers how stale it is.
+    func staleAnswer(_ candidate: StoredCandidate?, status: CacheStatus) async throws -> FetchResult? {
+        guard let candidate, !candidate.response.mustRevalidate else { return nil }
+        let staleness = max(0, -candidate.remaining(at: Clock.nowMilliseconds()))
+        let windows = [candidate.directives.staleIfError, directives.staleIfError].compactMap { $0 }
+        guard options.staleIfError || windows.contains(where: { staleness <= $0.saturatingMilliseconds }),
+            let body = try await read(candidate)
+        else { return nil }
+        var status = status
+        status.detail = "stale-if-error"
+        return answer(from: candidate, body: body, source: .offline, headOnly: method == "HEAD", status: status)
+    }
+
+    /// A response as the network delivered it, with this cache's `Cache-Status`.
+    func downloaded(_ response: TransportResponse, _ status: CacheStatus) -> FetchResult {
+        FetchResult(
+            data: response.body, status: response.status, headers: served(response.headers, status),
+            url: response.url ?? url, source: .downloaded)
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import SharedCacheEngine
+import SharedCacheFormat
+import SharedCachePlatform
+
+// Going to the network: the request (conditional when a stored response can be validated),
+// what a 304 or a HEAD changes about the stored response, and storing what comes back.
+extension HTTPExchange {
+    /// Sends the request, conditional on `candidate` when there is one, and handles the answer.
+    ///
+    /// - Parameters:
+    ///   - fallback: what may be served stale if the network fails (RFC 5861 §4).
+    ///   - locked: whether this fetch holds the URL's fetch lock; one that gave up waiting for
+    ///     it stores only if the lock is free by then.
+    func send(
+        primaryKey: String, validating candidate: StoredCandidate?, fallback: StoredCandidate?, status: CacheStatus,
+        locked: Bool
+    ) async throws -> FetchResult {
+        var outgoing = request
+        if let candidate {
+            if let etag = candidate.etag { outgoing.setValue(etag, forHTTPHeaderField: "If-None-Match") }
+            if let lastModified = candidate.lastModified {
+                outgoing.setValue(lastModified, forHTTPHeaderField: "If-Modified-Since")
+            }
+        }
+        var status = status
+        let requestTime = Clock.nowMilliseconds()
+        let response: TransportResponse
+        do {
+            response = try await deliver(outgoing)
+        } catch {
+            if let stale = try await staleAnswer(fallback, status: status) { return stale }
+            throw error
+        }
+        let responseTime = Clock.nowMilliseconds()
+        status.forwardStatus = response.status
+        if response.status >= 500, let stale = try await staleAnswer(fallback, status: status) { return stale }
+
+        let cache = cache
+        if response.status == 304, let candidate, candidate.etag != nil || candidate.lastModified != nil {
+            // The safety rule: serve a 304 only with the pinned body, checked now, and only if
+            // the 304 is about that body.
+            let matches = response.headers["ETag"].map { Self.weakMatch($0, candidate.etag) } ?? true
+            if matches, let body = try await read(candidate) {
+                let revalidation = try await freshen(candidate, body: body, by: response.headers, requestTime, responseTime)
+                cache.count { $0.revalidations += 1 }
+                cache.counters?.add(.revalidations)
+                var served = revalidation.headers
+                served.set("Age", "0")
+                status.ttl = revalidation.lifetime == .max ? Int64(Int32.max) : revalidation.lifetime / 1000
+                let result = FetchResult(
+                    data: method == "HEAD" ? Data() : body, status: candidate.response.status, headers: served, url: url,
+                    source: .revalidated)
+                return sliced(result, validators: revalidation.headers, status: status)
+            }
+            cache.count { $0.unconditionalRetries += 1 }
+            cache.counters?.add(.unconditionalRetries)
+            return try await send(primaryKey: primaryKey, validating: nil, fallback: nil, status: status, locked: locked)
+        }
+
+        let (request, heuristicCap) = (request, heuristicCap)
+        let store: @Sendable () throws -> CacheEngine.StoredOutcome? = {
+            try cache.storeHTTPResponse(
+                primaryKey: primaryKey, request: request, response: response, requestTime: requestTime,
+                responseTime: responseTime, heuristicCap: heuristicCap)
+        }
+        var outcome: CacheEngine.StoredOutcome?
+        if locked {
+            outcome = try await cache.offPool(store)
+        } else if let (lock, _) = try? await FetchLock.acquire(
+            KeyHash(key: primaryKey), in: cache.directory, timeout: .zero, describing: url.absoluteString),
+            let lock
+        {
+            defer { lock.release() }
+            outcome = try await cache.offPool(store)
+        }
+        status.stored = outcome != nil
+        status.ttl = outcome?.ttl(at: Clock.nowMilliseconds())
+        cache.count { $0.downloads += 1 }
+        cache.counters?.add(.downloads)
+        return downloaded(response, status)
+    }
+
+    /// Applies a 304's or a HEAD's fields to the stored response: usually one journal append,
+    /// else a new version (when other fields changed); either way off the pool, as an append may
+    /// wait for the journal's append lock.
+    func freshen(
+        _ candidate: StoredCandidate, body: Data, by update: HTTPHeaders, _ requestTime: Int64, _ responseTime: Int64
+    ) async throws -> CacheEngine.Revalidation {
+        let cache = cache
+        let revalidation = cache.revalidation(
+            of: candidate, by: update, requestTime: requestTime, responseTime: responseTime, heuristicCap: heuristicCap)
+        try await cache.offPool {
+            if try !(revalidation.changesOnlyFreshness && cache.journalFreshening(candidate, revalidation)) {
+                try cache.storeRevalidated(candidate, body: body, revalidation)
+            }
+        }
+        return revalidation
+    }
+
+    /// A HEAD the cache could not answer: sent as is; a `200` whose validators match the stored
+    /// GET freshens it and updates its fields, as a 304 would (RFC 9111 §4.3.5). One whose
+    /// `Content-Length` differs from the stored body is about another representation.
+    func head(validating candidate: StoredCandidate?) async throws -> FetchResult {
+        let requestTime = Clock.nowMilliseconds()
+        let response = try await deliver(request)
+        let responseTime = Clock.nowMilliseconds()
+        var status = CacheStatus(forward: candidate == nil ? .uriMiss : .method)
+        status.forwardStatus = response.status
+        if let candidate, response.status == 200, candidate.response.status == 200,
+            Self.selects(response.headers, candidate),
+            response.headers["Content-Length"].map({ Int($0.trimmingSpaces()) == Int(candidate.entry.bodySize) }) ?? true,
+            let body = try await read(candidate)
+        {
+            let revalidation = try await freshen(candidate, body: body, by: response.headers, requestTime, responseTime)
+            status.stored = true
+            status.ttl = revalidation.lifetime == .max ? Int64(Int32.max) : revalidation.lifetime / 1000
+        }
+        return downloaded(response, status)
+    }
+
+    /// Whether a response's validators name the stored one (RFC 9111 §4.3.4's selection): the
+    /// same entity tag, or, neither having one, the same `Last-Modified`.
+    private static func selects(_ headers: HTTPHeaders, _ candidate: StoredCandidate) -> Bool {
+        if let etag = headers["ETag"] { return weakMatch(etag, candidate.etag) }
+        guard candidate.etag == nil else { return false }
+        return headers["Last-Modified"] == candidate.lastModified
+    }
+}
