@@ -1,6 +1,6 @@
 import Foundation
 import SharedCache
-import SharedCacheCLI
+import SharedCacheTestSupport
 import Testing
 
 #if canImport(Glibc)
