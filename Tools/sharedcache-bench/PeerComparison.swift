@@ -27,45 +27,31 @@ struct MixedMeasurement: Codable {
 let peerScript = "Tools/bench/diskcache_peer.py"
 
 func runPeer(_ python: String, _ arguments: [String]) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: python)
-    process.arguments = [peerScript] + arguments
-    let output = Pipe()
-    process.standardOutput = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else { fatalError("\(python) \(peerScript) \(arguments) failed") }
-    return String(decoding: data, as: UTF8.self)
+    let peer = try ChildProcess(URL(fileURLWithPath: python), arguments: [peerScript] + arguments, input: .inherit)
+    let output = peer.output?.remainingText() ?? ""
+    guard peer.wait() == .exited(0) else { fatalError("\(python) \(peerScript) \(arguments) failed") }
+    return output
 }
 
 /// diskcache in a process of its own, doing one operation per request, so its operations
 /// interleave with SharedCache's and the floor's (see ``measureInterleaved``).
 final class PeerServer {
-    private let process = Process()
-    private let input = Pipe()
-    private let output = Pipe()
-    private let lines: LineReader
+    private let peer: ChildProcess
 
     init(python: String, directory: String, size: Int) throws {
-        lines = LineReader(output)
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [peerScript, "serve", directory, "\(size)"]
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
+        peer = try ChildProcess(
+            URL(fileURLWithPath: python), arguments: [peerScript, "serve", directory, "\(size)"], input: .pipe)
     }
 
     /// Has diskcache do `operation` on key `index`; the nanoseconds it took there.
     func time(_ operation: String, _ index: Int) throws -> UInt64 {
-        input.fileHandleForWriting.write(Data("\(operation) \(index)\n".utf8))
-        guard let line = lines.next(), let nanoseconds = UInt64(line) else { fatalError("the diskcache peer stopped") }
+        peer.send("\(operation) \(index)")
+        guard let line = peer.nextLine(), let nanoseconds = UInt64(line) else { fatalError("the diskcache peer stopped") }
         return nanoseconds
     }
 
     deinit {
-        try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
+        peer.finish()
     }
 }
 

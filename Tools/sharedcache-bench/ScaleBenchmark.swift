@@ -1,5 +1,6 @@
 import Foundation
 import SharedCache
+import SharedCacheCLI
 
 #if canImport(Glibc)
 import Glibc
@@ -40,8 +41,8 @@ func buildScaleDirectory(_ root: String, entries: Int, sizeLimit: UInt64 = 0) th
 
 /// Measures a directory built by ``buildScaleDirectory(_:entries:sizeLimit:)`` in a fresh process.
 func scaleRow(_ root: String, entries: Int) throws -> ScaleMeasurement {
-    let child = try ChildProcess(role: "scale", [root, "\(entries)"])
-    let line = child.nextLine()
+    let child = try ChildProcess.benchmarkHelper(role: "scale", [root, "\(entries)"])
+    let line = child.requireLine()
     child.finish()
     return try JSONDecoder().decode(ScaleMeasurement.self, from: Data(line.utf8))
 }

@@ -169,21 +169,23 @@ struct DemoRun {
         show("SharedCache demo: \(clients) client processes and the compactor share \(directory)")
         show("(size limit \(formatBytes(limit)); the compactor trims to 90% of it)\n")
 
-        let me = Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])
-        let compactor = try ChildLines(executable: me, arguments: ["demo-compactor", directory], readErrors: true)
+        let me = ChildProcess.currentExecutable
+        // The compactor's log (stderr) is what the display shows of it.
+        let compactor = try ChildProcess(
+            me, arguments: ["demo-compactor", directory], input: .pipe, output: .discard, errors: .captured)
         let children = try (1...clients).map { id in
-            try ChildLines(executable: me, arguments: ["demo-client", directory, "\(id)", "\(seconds)"])
+            try ChildProcess(me, arguments: ["demo-client", directory, "\(id)", "\(seconds)"], input: .pipe)
         }
         var names = [compactor.processID: "the compactor", getpid(): "the demo"]
         for (index, child) in children.enumerated() { names[child.processID] = "client \(index + 1)" }
         let printer = LinePrinter(show: show, processNames: names)
-        compactor.forEachLine { line in printer.compactor(line) }
-        for child in children { guard child.waitForLine("ready") else { throw DemoError.childFailed } }
+        compactor.errors?.forEachLine { line in printer.compactor(line) }
+        for child in children { guard child.nextLine() == "ready" else { throw DemoError.childFailed } }
         let summaries = Locked([Int: ClientSummary]())
         let done = DispatchGroup()
         for (index, child) in children.enumerated() {
             done.enter()
-            child.forEachLine { line in
+            child.output?.forEachLine { line in
                 if line == "done" {
                     done.leave()
                 } else if line.hasPrefix("summary\t"),
@@ -202,8 +204,9 @@ struct DemoRun {
         Thread.sleep(forTimeInterval: 1.5)
         try cache.put(key: endKey, data: Data())
         try cache.remove(key: endKey)
-        for child in children { child.waitForExit() }
-        compactor.terminate()
+        for child in children { child.wait() }
+        compactor.signal(SIGTERM)
+        compactor.wait()
 
         let statistics = try cache.statistics()
         return try summarize(summaries.withLock { $0 }, statistics: statistics, printer: printer, directory: directory)
@@ -321,48 +324,5 @@ final class LinePrinter: @unchecked Sendable {
                 evictedInPass = 0
             }
         }
-    }
-}
-
-/// A child process whose output is read line by line on a thread of its own.
-final class ChildLines: @unchecked Sendable {
-    private let process = Process()
-    private let output = Pipe()
-    private let input = Pipe()
-    private let lines: LineReader
-
-    init(executable: URL, arguments: [String], readErrors: Bool = false) throws {
-        lines = LineReader(output)
-        process.executableURL = executable
-        process.arguments = arguments
-        process.standardInput = input
-        if readErrors {
-            process.standardError = output
-            process.standardOutput = FileHandle.nullDevice
-        } else {
-            process.standardOutput = output
-        }
-        try process.run()
-    }
-
-    func nextLine() -> String? { lines.next() }
-
-    var processID: Int32 { process.processIdentifier }
-
-    func waitForLine(_ expected: String) -> Bool { nextLine() == expected }
-
-    func forEachLine(_ body: @escaping @Sendable (String) -> Void) {
-        Thread { while let line = self.nextLine() { body(line) } }.start()
-    }
-
-    func send(_ line: String) {
-        input.fileHandleForWriting.write(Data((line + "\n").utf8))
-    }
-
-    func waitForExit() { process.waitUntilExit() }
-
-    func terminate() {
-        process.terminate()
-        process.waitUntilExit()
     }
 }
