@@ -26,8 +26,9 @@ let package = Package(
         .target(name: "SharedCacheEngine", dependencies: ["SharedCachePlatform", "SharedCacheFormat"]),
         // The public library: the `SharedCache` facade over the engine, and HTTP on top of it.
         .target(name: "SharedCache", dependencies: ["SharedCacheEngine", "SharedCachePlatform", "SharedCacheFormat"]),
-        // What both command-line tools share: argument grammar, exit statuses, output, and the
-        // compactor loop (sharedcached runs it; sharedcache demo runs it as a child process).
+        // What both command-line tools share: argument grammar, exit statuses, output, the
+        // compactor loop (sharedcached runs it; sharedcache demo runs it as a child process), and
+        // the child-process helper the demo, the benchmark, the stress run and the tests use.
         .target(
             name: "SharedCacheCLI",
             dependencies: ["SharedCache", "SharedCachePlatform"],
