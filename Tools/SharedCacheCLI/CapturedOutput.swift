@@ -36,7 +36,8 @@ package final class CapturedOutput: @unchecked Sendable {
     }
 
     private func deadline(_ timeout: Duration?) -> Date? {
-        timeout.map { Date().addingTimeInterval(Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18) }
+        guard let (seconds, attoseconds) = timeout?.components else { return nil }
+        return Date().addingTimeInterval(Double(seconds) + Double(attoseconds) / 1e18)
     }
 
     /// The next line without its newline; `nil` if none came within `timeout` (`nil`: no bound)

@@ -29,7 +29,9 @@ final class PeerServer {
     /// Has diskcache do `operation` on key `index`; the nanoseconds it took there.
     func time(_ operation: String, _ index: Int) throws -> UInt64 {
         peer.send("\(operation) \(index)")
-        guard let line = peer.nextLine(), let nanoseconds = UInt64(line) else { fatalError("the diskcache peer stopped") }
+        guard let line = peer.nextLine(), let nanoseconds = UInt64(line) else {
+            fatalError("the diskcache peer stopped")
+        }
         return nanoseconds
     }
 

@@ -33,7 +33,6 @@ extension Command {
     }
 }
 
-
 /// Who may use the directory, as `init` and `stat` print it.
 struct SharingReport {
     var name: String

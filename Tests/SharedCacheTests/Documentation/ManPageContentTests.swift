@@ -110,9 +110,8 @@ struct ManPageContentTests {
                     "\(pageName): \(command) did not finish within \(bound): a hang is a failure")
             }
             guard !shell.isRunning else { continue }
-            #expect(
-                shell.wait() == .exited(0),
-                "\(pageName) example failed: \(command)\n\((shell.output?.rest(within: .seconds(1)) ?? []).joined(separator: "\n"))")
+            let printed = (shell.output?.rest(within: .seconds(1)) ?? []).joined(separator: "\n")
+            #expect(shell.wait() == .exited(0), "\(pageName) example failed: \(command)\n\(printed)")
         }
     }
 

@@ -108,7 +108,8 @@ struct SubscriptionProcessTests {
         #expect(!FileManager.default.fileExists(atPath: "\(cache)/journal/0000000000000002"))
         paused.signal(SIGCONT)
         script.send("go")
-        let expectedLines = try #require(script.output?.lines(through: { $0 == "end" }, within: .seconds(10))).dropLast()
+        let expectedLines = try #require(script.output?.lines(through: { $0 == "end" }, within: .seconds(10)))
+            .dropLast()
         #expect(script.wait() == .exited(0))
         let expected = expectedLines.map { line -> (hash: String, reason: String) in
             let fields = line.split(separator: " ")

@@ -45,7 +45,8 @@ enum Worker {
             return try ChildProcess(
                 executable, arguments: arguments, environment: environment, input: input, errors: .captured)
         }
-        let supplementary = groups.isEmpty ? "--clear-groups" : "--groups=" + groups.map(String.init).joined(separator: ",")
+        let supplementary =
+            groups.isEmpty ? "--clear-groups" : "--groups=" + groups.map(String.init).joined(separator: ",")
         return try ChildProcess(
             URL(fileURLWithPath: "/usr/bin/setpriv"),
             arguments: ["--reuid=\(user)", "--regid=\(user)", supplementary, executable.path] + arguments,
