@@ -26,12 +26,20 @@ let package = Package(
         .target(name: "SharedCacheEngine", dependencies: ["SharedCachePlatform", "SharedCacheFormat"]),
         // The public library: the `SharedCache` facade over the engine, and HTTP on top of it.
         .target(name: "SharedCache", dependencies: ["SharedCacheEngine", "SharedCachePlatform", "SharedCacheFormat"]),
-        // What both command-line tools share: argument grammar, exit statuses, output, and the
-        // compactor loop (sharedcached runs it; sharedcache demo runs it as a child process).
+        // What both command-line tools share: argument grammar, exit statuses, output, the
+        // compactor loop (sharedcached runs it; sharedcache demo runs it as a child process), and
+        // the child-process helper the demo, the benchmark, the stress run and the tests use.
         .target(
             name: "SharedCacheCLI",
             dependencies: ["SharedCache", "SharedCachePlatform"],
             path: "Tools/SharedCacheCLI"
+        ),
+        // Fixtures for the benchmark, the stress run, the fuzzer, the test worker and the tests,
+        // kept out of the two shipped tools: nginx on loopback, verifiable bodies, seeded randomness.
+        .target(
+            name: "SharedCacheTestSupport",
+            dependencies: ["SharedCache"],
+            path: "Tools/SharedCacheTestSupport"
         ),
         .executableTarget(
             name: "sharedcache",
@@ -45,31 +53,32 @@ let package = Package(
         ),
         .executableTarget(
             name: "sharedcache-bench",
-            dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI"],
+            dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI", "SharedCacheTestSupport"],
             path: "Tools/sharedcache-bench"
         ),
         // A seeded mutation fuzzer of the decoders and the argument parser.
         .executableTarget(
             name: "sharedcache-fuzz",
-            dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI"],
+            dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI", "SharedCacheTestSupport"],
             path: "Tools/sharedcache-fuzz"
         ),
         // Many processes, crashes and a checker of the invariants.
         .executableTarget(
             name: "sharedcache-stress",
-            dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI"],
+            dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI", "SharedCacheTestSupport"],
             path: "Tools/sharedcache-stress"
         ),
         // Spawned by the multi-process and crash tests: one process doing scripted cache work.
         .executableTarget(
             name: "sharedcache-test-worker",
-            dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI"],
+            dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI", "SharedCacheTestSupport"],
             path: "Tests/Helpers/sharedcache-test-worker"
         ),
         .testTarget(
             name: "SharedCacheTests",
             dependencies: [
                 "SharedCache", "SharedCacheEngine", "SharedCacheFormat", "SharedCachePlatform", "SharedCacheCLI",
+                "SharedCacheTestSupport",
                 "sharedcache-test-worker", "sharedcache", "sharedcached",
                 "sharedcache-fuzz", "sharedcache-stress",
             ]

@@ -19,6 +19,24 @@ package enum CacheLocation {
         return "\(home)/.cache/sharedcache"
         #endif
     }
+
+    /// `--dir PATH`, as both tools take it.
+    package static let option = Arguments.Option.value("--dir")
+
+    /// The directory `--dir` names in `arguments`, else the default ``resolve(_:environment:)``
+    /// finds.
+    ///
+    /// - Throws: ``UsageError`` when `--dir` is given an empty value, which would otherwise mean
+    ///   the working directory.
+    package static func directory(
+        _ arguments: Arguments, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(UsageError) -> String {
+        let explicit = arguments.value(option.name)
+        if explicit?.isEmpty == true {
+            throw UsageError("--dir needs the path of the cache directory; leave it out for the default")
+        }
+        return resolve(explicit, environment: environment)
+    }
 }
 
 /// Durations as people type them: `90`, `90s`, `15m`, `12h`, `7d`.

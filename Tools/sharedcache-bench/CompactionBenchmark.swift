@@ -1,5 +1,6 @@
 import Foundation
 import SharedCache
+import SharedCacheCLI
 
 #if canImport(Glibc)
 import Glibc
@@ -90,8 +91,8 @@ func unlinkFloor(besides directory: String, count: Int) -> Double {
 /// Measures a pass over a directory built by ``buildScaleDirectory(_:entries:sizeLimit:)``, in a
 /// helper process.
 func compactionAtScale(in root: String) throws -> CompactionMeasurement {
-    let child = try ChildProcess(role: "compact", [root])
-    let line = child.nextLine()
+    let child = try ChildProcess.benchmarkHelper(role: "compact", [root])
+    let line = child.requireLine()
     child.finish()
     return try JSONDecoder().decode(CompactionMeasurement.self, from: Data(line.utf8))
 }

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import SharedCache
 import SharedCacheCLI
+import SharedCacheTestSupport
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking

@@ -1,5 +1,6 @@
 import Foundation
 import SharedCache
+import SharedCacheCLI
 
 #if canImport(Glibc)
 import Glibc
@@ -78,8 +79,8 @@ func runInotifyReader(file: String) -> Never {
 func removalLatency(in root: String, count: Int) throws -> (floor: Measurement?, cache: Measurement) {
     try FileManager.default.createDirectory(atPath: "\(root)/raw", withIntermediateDirectories: true)
     let cache = try SharedCache(directory: "\(root)/cache")
-    let subscriber = try ChildProcess(role: "removal-subscriber", ["\(root)/cache"])
-    precondition(subscriber.nextLine() == "ready")
+    let subscriber = try ChildProcess.benchmarkHelper(role: "removal-subscriber", ["\(root)/cache"])
+    precondition(subscriber.requireLine() == "ready")
 
     var floorSamples: [UInt64] = []
     var cacheSamples: [UInt64] = []
@@ -87,8 +88,8 @@ func removalLatency(in root: String, count: Int) throws -> (floor: Measurement?,
     let rawFile = "\(root)/raw/journal"
     let appender = open(rawFile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
     check(appender, "open")
-    let reader = try ChildProcess(role: "inotify-reader", [rawFile])
-    precondition(reader.nextLine() == "ready")
+    let reader = try ChildProcess.benchmarkHelper(role: "inotify-reader", [rawFile])
+    precondition(reader.requireLine() == "ready")
     #endif
 
     let body = Data(repeating: 7, count: 100)
@@ -96,19 +97,19 @@ func removalLatency(in root: String, count: Int) throws -> (floor: Measurement?,
         #if os(Linux)
         var stamp = now()
         _ = withUnsafeBytes(of: &stamp) { write(appender, $0.baseAddress, 8) }
-        floorSamples.append(UInt64(reader.nextLine())! - stamp)
+        floorSamples.append(UInt64(reader.requireLine())! - stamp)
         #endif
         let key = "removal-\(index)"
         try cache.put(key: key, data: body)
         let start = now()
         try cache.remove(key: key)
-        let fields = subscriber.nextLine().split(separator: " ")
+        let fields = subscriber.requireLine().split(separator: " ")
         precondition(fields.count == 2 && fields[1] == key, "unexpected notification \(fields)")
         cacheSamples.append(UInt64(fields[0])! - start)
     }
     subscriber.finish()
     #if os(Linux)
-    reader.process.terminate()
+    reader.signal(SIGTERM)
     close(appender)
     #endif
     let floor = floorSamples.isEmpty ? nil : summarize("floor: append in A, inotify read returns in B", floorSamples)
@@ -118,8 +119,8 @@ func removalLatency(in root: String, count: Int) throws -> (floor: Measurement?,
 /// CPU time an idle subscriber process spends over `seconds`.
 func idleSubscriberCPU(in root: String, seconds: Double) throws -> Int {
     _ = try SharedCache(directory: "\(root)/idle")
-    let child = try ChildProcess(role: "idle-subscriber", ["\(root)/idle", "\(seconds)"])
-    let spent = Int(child.nextLine()) ?? -1
+    let child = try ChildProcess.benchmarkHelper(role: "idle-subscriber", ["\(root)/idle", "\(seconds)"])
+    let spent = Int(child.requireLine()) ?? -1
     child.finish()
     return spent
 }

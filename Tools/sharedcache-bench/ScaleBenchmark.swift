@@ -1,5 +1,6 @@
 import Foundation
 import SharedCache
+import SharedCacheCLI
 
 #if canImport(Glibc)
 import Glibc
@@ -40,8 +41,8 @@ func buildScaleDirectory(_ root: String, entries: Int, sizeLimit: UInt64 = 0) th
 
 /// Measures a directory built by ``buildScaleDirectory(_:entries:sizeLimit:)`` in a fresh process.
 func scaleRow(_ root: String, entries: Int) throws -> ScaleMeasurement {
-    let child = try ChildProcess(role: "scale", [root, "\(entries)"])
-    let line = child.nextLine()
+    let child = try ChildProcess.benchmarkHelper(role: "scale", [root, "\(entries)"])
+    let line = child.requireLine()
     child.finish()
     return try JSONDecoder().decode(ScaleMeasurement.self, from: Data(line.utf8))
 }
@@ -134,25 +135,21 @@ func instructionCounts(in root: String) throws -> InstructionCounts? {
     // valgrind 3.19 cannot read the DWARF 5 debug information Swift emits; a copy without it
     // runs the same instructions.
     let executable = "\(root)/sharedcache-bench-stripped"
-    let self_ = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-    let strip = Process()
-    strip.executableURL = URL(fileURLWithPath: "/usr/bin/objcopy")
-    strip.arguments = ["--strip-debug", self_, executable]
-    if (try? strip.run()) != nil { strip.waitUntilExit() }
-    let target = strip.terminationStatus == 0 && FileManager.default.fileExists(atPath: executable) ? executable : self_
+    let self_ = ChildProcess.currentExecutable.path
+    let strip = try? ChildProcess(
+        URL(fileURLWithPath: "/usr/bin/objcopy"), arguments: ["--strip-debug", self_, executable], input: .inherit,
+        output: .inherit)
+    let stripped = strip?.wait() == .exited(0) && FileManager.default.fileExists(atPath: executable)
+    let target = stripped ? executable : self_
     func collected(_ operation: String, _ count: Int) throws -> Double {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: valgrind)
-        process.arguments = [
-            "--tool=callgrind", "--callgrind-out-file=/dev/null", target, "--role", "instructions", root,
-            operation, "\(count)",
-        ]
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let callgrind = try ChildProcess(
+            URL(fileURLWithPath: valgrind),
+            arguments: [
+                "--tool=callgrind", "--callgrind-out-file=/dev/null", target, "--role", "instructions", root,
+                operation, "\(count)",
+            ], input: .inherit, output: .discard, errors: .captured)
+        let text = callgrind.errors?.remainingText() ?? ""
+        callgrind.wait()
         guard let line = text.split(separator: "\n").first(where: { $0.contains("Collected :") }),
             let value = line.split(separator: " ").last.flatMap({ Double($0) })
         else { fatalError("callgrind printed no instruction count:\n\(text)") }

@@ -13,6 +13,7 @@
 import Foundation
 import SharedCache
 import SharedCacheCLI
+import SharedCacheTestSupport
 
 #if canImport(Glibc)
 import Glibc

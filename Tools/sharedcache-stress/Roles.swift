@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import SharedCache
-import SharedCacheCLI
+import SharedCacheTestSupport
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking

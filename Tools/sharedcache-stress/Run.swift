@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import SharedCache
 import SharedCacheCLI
+import SharedCacheTestSupport
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -53,53 +54,40 @@ func parseOptions() -> Options {
     return options
 }
 
-let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+let executable = ChildProcess.currentExecutable
 
+/// One process of the run: what it is, and whether the run killed it.
 final class Child {
     enum Kind: String { case client, subscriber, compactor }
     let kind: Kind
     let id: Int
-    let process = Process()
-    private let input = Pipe()
-    private let output = Pipe()
+    let process: ChildProcess
     var killed = false
 
+    /// Starts `program` with a pipe for standard input, whose end tells a subscriber to finish;
+    /// its standard error goes to `errors`, or to this process's.
     init(_ kind: Kind, id: Int, arguments: [String], program: URL = executable, errors: String? = nil) throws {
         self.kind = kind
         self.id = id
-        process.executableURL = program
-        process.arguments = arguments
-        process.standardInput = input
-        process.standardOutput = output
-        if let errors {
-            _ = FileManager.default.createFile(atPath: errors, contents: nil)
-            process.standardError = FileHandle(forWritingAtPath: errors)
-        } else {
-            process.standardError = FileHandle.standardError
-        }
-        try process.run()
+        process = try ChildProcess(
+            program, arguments: arguments, input: .pipe, errors: errors.map { .file($0) } ?? .inherit)
     }
 
     func waitForReady() {
-        let line = LineReader(output).next()
-        if line != "ready" { fail("\(kind) \(id) did not start") }
+        if process.nextLine() != "ready" { fail("\(kind) \(id) did not start") }
     }
 
     func kill() {
         killed = true
-        send(SIGKILL, to: process)
-        process.waitUntilExit()
+        process.signal(SIGKILL)
+        process.wait()
     }
 
     /// Closes standard input (a subscriber's signal to finish) and waits.
     func finish() {
-        try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
+        process.finish()
     }
 }
-
-/// kill(2), reachable where `Child.kill()` would shadow it.
-func send(_ signal: Int32, to process: Process) { _ = kill(process.processIdentifier, signal) }
 
 func runStress(_ options: Options) async throws -> Int32 {
     let root = options.directory ?? NSTemporaryDirectory() + "sharedcache-stress-\(getpid())"
@@ -170,7 +158,7 @@ func runStress(_ options: Options) async throws -> Int32 {
             }
         }
     }
-    for child in children where child.kind == .client && !child.killed { child.process.waitUntilExit() }
+    for child in children where child.kind == .client && !child.killed { child.process.wait() }
 
     // A last removal every live subscriber must report, so we know they have caught up.
     try cache.put(key: "__end__", data: Data("end".utf8))
@@ -184,7 +172,7 @@ func runStress(_ options: Options) async throws -> Int32 {
         }
     }
     for child in children where !child.killed {
-        if child.kind == .compactor { send(SIGTERM, to: child.process) }
+        if child.kind == .compactor { child.process.signal(SIGTERM) }
         child.finish()
     }
 

@@ -29,7 +29,7 @@ struct Command: Sendable {
     }
 
     static let globalOptions: [(Arguments.Option, String)] = [
-        (.value("--dir"), "the cache directory (default: $SHAREDCACHE_DIR, else the user cache)"),
+        (CacheLocation.option, "the cache directory (default: $SHAREDCACHE_DIR, else the user cache)"),
         (.flag("--json"), "print data as JSON (one object per line for lists)"),
         (.flag("-h", "--help"), "show this command's help"),
     ]

@@ -43,7 +43,7 @@ func splitCommand(_ arguments: [String]) -> (String?, [String]) {
     while index < rest.count {
         let argument = rest[index]
         if argument == "--" { break }
-        if argument == "--dir" {
+        if argument == CacheLocation.option.name {
             index += 2
             continue
         }
@@ -95,15 +95,12 @@ guard let command = commands.first(where: { $0.name == name }) else {
 
 do {
     let arguments = try Arguments(rest, options: (command.options + Command.globalOptions).map(\.0))
-    if arguments.value("--dir")?.isEmpty == true {
-        throw UsageError("--dir needs the path of the cache directory; leave it out for the default")
-    }
+    let directory = try CacheLocation.directory(arguments)
     if arguments.has("-h") {
         terminal.print(command.help)
         exit(0)
     }
-    let invocation = Invocation(
-        arguments: arguments, directory: CacheLocation.resolve(arguments.value("--dir")), terminal: terminal)
+    let invocation = Invocation(arguments: arguments, directory: directory, terminal: terminal)
     exit(try command.run(invocation).rawValue)
 } catch let error as UsageError {
     terminal.usage(error, help: "sharedcache help \(command.name)")

@@ -26,7 +26,7 @@ let help = """
     """
 
 let options: [Arguments.Option] = [
-    .value("--dir"), .flag("-d", "--foreground"), .flag("--once"), .flag("--dry-run"), .value("--interval"),
+    CacheLocation.option, .flag("-d", "--foreground"), .flag("--once"), .flag("--dry-run"), .value("--interval"),
     .flag("-h", "--help"), .flag("--version"),
 ]
 let arguments: Arguments
@@ -43,10 +43,11 @@ if arguments.has("--version") {
     terminal.print("sharedcached \(SharedCacheVersion.string)")
     exit(0)
 }
-if arguments.value("--dir")?.isEmpty == true {
-    terminal.usage(
-        UsageError("--dir needs the path of the cache directory; leave it out for the default"),
-        help: "sharedcached --help")
+let directory: String
+do {
+    directory = try CacheLocation.directory(arguments)
+} catch {
+    terminal.usage(error, help: "sharedcached --help")
 }
 if let extra = arguments.positional.first {
     terminal.usage(UsageError("unexpected argument \(extra)"), help: "sharedcached --help")
@@ -59,7 +60,5 @@ if let text = arguments.value("--interval") {
     interval = parsed
 }
 
-let daemon = Daemon(
-    directory: CacheLocation.resolve(arguments.value("--dir")), verbose: arguments.has("-d"), interval: interval,
-    terminal: terminal)
+let daemon = Daemon(directory: directory, verbose: arguments.has("-d"), interval: interval, terminal: terminal)
 exit(daemon.run(once: arguments.has("--once"), dryRun: arguments.has("--dry-run")).rawValue)

@@ -57,9 +57,9 @@
 import Dispatch
 import Foundation
 import SharedCache
-import SharedCacheCLI
 import SharedCacheEngine
 import SharedCachePlatform
+import SharedCacheTestSupport
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif

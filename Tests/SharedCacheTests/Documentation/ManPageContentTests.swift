@@ -1,6 +1,7 @@
 import Foundation
 import SharedCache
 import SharedCacheCLI
+import SharedCacheTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -90,37 +91,27 @@ struct ManPageContentTests {
             }
             // A lone command replaces the shell, so a SIGTERM reaches the tool itself.
             if !command.contains("|") { command = "exec " + command }
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", command]
-            process.currentDirectoryURL = URL(fileURLWithPath: directory.path)
-            var environment = ProcessInfo.processInfo.environment
-            environment["PATH"] = bin + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
-            environment["SHAREDCACHE_DIR"] = directory("cache")
-            process.environment = environment
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = output
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
-            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-            let lines = ChildLines(output)
+            let shell = try ChildProcess(
+                URL(fileURLWithPath: "/bin/sh"), arguments: ["-c", command],
+                environment: [
+                    "PATH": bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
+                    "SHAREDCACHE_DIR": directory("cache"),
+                ], workingDirectory: directory.path, errors: .standardOutput)
+            defer { if shell.isRunning { shell.signal(SIGKILL) } }
             if let readyLine = Self.runUntilStopped[example] {
-                let first = lines.next(within: .seconds(10))
+                let first = shell.nextLine(within: .seconds(10))
                 #expect(first?.hasPrefix(readyLine) == true, "\(pageName): \(command) printed \(first ?? "nothing") first")
-                kill(process.processIdentifier, SIGTERM)
-                #expect(eventually(within: .seconds(5)) { !process.isRunning }, "\(pageName): \(command) ignored SIGTERM")
+                shell.signal(SIGTERM)
+                #expect(eventually(within: .seconds(5)) { !shell.isRunning }, "\(pageName): \(command) ignored SIGTERM")
             } else {
                 let bound: Duration = example.contains("demo") ? .seconds(60) : .seconds(30)
                 #expect(
-                    eventually(within: bound) { !process.isRunning },
+                    eventually(within: bound) { !shell.isRunning },
                     "\(pageName): \(command) did not finish within \(bound): a hang is a failure")
             }
-            guard !process.isRunning else { continue }
-            process.waitUntilExit()
-            #expect(
-                process.terminationReason == .exit && process.terminationStatus == 0,
-                "\(pageName) example failed: \(command)\n\((lines.rest(within: .seconds(1)) ?? []).joined(separator: "\n"))")
+            guard !shell.isRunning else { continue }
+            let printed = (shell.output?.rest(within: .seconds(1)) ?? []).joined(separator: "\n")
+            #expect(shell.wait() == .exited(0), "\(pageName) example failed: \(command)\n\(printed)")
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 import Testing
 
 @testable import SharedCache
@@ -67,19 +68,16 @@ struct FetchTests {
         try origin.write("/plain/fence.txt", "after every worker")
         _ = try cache()
         let workers = try (0..<8).map { _ in
-            let go = Pipe()
-            let worker = try Worker.start(
-                ["fetch", directory("cache"), origin.url("/slow/big.bin").absoluteString, "on-go"], input: go)
-            return (worker, go, ChildLines(worker.1))
+            try Worker.start(
+                ["fetch", directory("cache"), origin.url("/slow/big.bin").absoluteString, "on-go"], input: .pipe)
         }
-        for (_, _, lines) in workers { #expect(lines.next(within: .seconds(30)) == "ready") }
-        for (_, go, _) in workers { go.fileHandleForWriting.write(Data("go\n".utf8)) }
+        for worker in workers { #expect(worker.nextLine(within: .seconds(30)) == "ready") }
+        for worker in workers { worker.send("go") }
         var sources: [String] = []
-        for ((process, _, errors), _, lines) in workers {
-            let text = lines.next(within: .seconds(60)) ?? ""
-            let problems = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0, "\(problems)")
+        for worker in workers {
+            let text = worker.nextLine(within: .seconds(60)) ?? ""
+            let problems = worker.errors?.remainingText() ?? ""
+            #expect(worker.wait() == .exited(0), "\(problems)")
             let fields = Worker.counters(text)
             #expect(fields["bytes"] == 2_000_000)
             sources += text.split(separator: " ").filter { $0.hasPrefix("source=") }.map(String.init)
@@ -249,16 +247,16 @@ struct FetchTests {
         try origin.write("/stall/killed.bin", Data(count: 20_000_000))
         let cache = try cache()
         let url = origin.url("/stall/killed.bin")
-        let (process, _, _) = try Worker.start(["fetch", directory("cache"), url.absoluteString])
+        let worker = try Worker.start(["fetch", directory("cache"), url.absoluteString])
         let lockFile = directory("cache/fetching/\(KeyHash(key: SharedCache.cacheKey(for: url)).hex)")
         // Under way: the worker holds the URL's fetch lock and has received part of the body
         // (its read(2)s of the socket, as /proc counts them).
         let received = eventually(within: .seconds(30)) { () -> Bool in
-            FileManager.default.fileExists(atPath: lockFile) && bytesRead(by: process) > 200_000
+            FileManager.default.fileExists(atPath: lockFile) && bytesRead(by: worker.processID) > 200_000
         }
         #expect(received, "the download never got under way")
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        worker.signal(SIGKILL)
+        worker.wait()
         #expect(origin.requests(atLeast: 1).first?.path == "/stall/killed.bin")
         #expect(try !cache.contains(key: url.absoluteString))
         #expect(try blobFiles(in: directory("cache")).isEmpty)
@@ -320,8 +318,8 @@ struct FailingTransport: HTTPTransport {
 }
 
 /// Bytes the process has read with read(2) and its kin so far (`rchar` in /proc/PID/io).
-private func bytesRead(by process: Process) -> Int {
-    let text = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/io", encoding: .utf8)) ?? ""
+private func bytesRead(by processID: Int32) -> Int {
+    let text = (try? String(contentsOfFile: "/proc/\(processID)/io", encoding: .utf8)) ?? ""
     let line = text.split(separator: "\n").first { $0.hasPrefix("rchar:") }
     return line.flatMap { Int($0.dropFirst(6).trimmingCharacters(in: .whitespaces)) } ?? 0
 }

@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 import Testing
 
 @testable import SharedCache
@@ -21,9 +22,9 @@ struct SingleFlightTests {
     }
 
     /// Waits for every worker; returns each one's output lines.
-    func finish(_ workers: [(Process, Pipe, Pipe)]) -> [[String]] {
-        workers.map { process, output, errors in
-            let result = Worker.Result(finishing: process, output: output, errors: errors)
+    func finish(_ workers: [ChildProcess]) -> [[String]] {
+        workers.map { worker in
+            let result = Worker.Result(finishing: worker)
             #expect(result.status == 0, "\(result.errors)")
             return result.output.split(separator: "\n").map(String.init)
         }
@@ -104,18 +105,15 @@ struct SingleFlightTests {
     /// Starts a `fetch` worker on `url` that holds its request back `delay` ms, and returns
     /// once it says it is holding it back (so it holds the URL's fetch lock): a signal through
     /// its standard error, not a poll that a busy test process could miss.
-    func startHolder(_ url: URL, delay: Int) throws -> Process {
-        let (holder, _, errors) = try Worker.start(
+    func startHolder(_ url: URL, delay: Int) throws -> ChildProcess {
+        let holder = try Worker.start(
             ["fetch", directory("cache"), url.absoluteString], environment: ["SHAREDCACHE_TEST_SEND_DELAY_MS": "\(delay)"])
-        var said = Data()
-        while !String(decoding: said, as: UTF8.self).contains("sending\n") {
-            let more = errors.fileHandleForReading.availableData
-            guard !more.isEmpty else {
-                Issue.record("the holder exited before sending: \(String(decoding: said, as: UTF8.self))")
-                break
-            }
-            said += more
+        var said: [String] = []
+        while let line = holder.errors?.nextLine() {
+            said.append(line)
+            if line.hasSuffix("sending") { return holder }
         }
+        Issue.record("the holder exited before sending: \(said.joined(separator: "\n"))")
         return holder
     }
 
@@ -129,10 +127,10 @@ struct SingleFlightTests {
         let url = origin.url("/fresh/held.txt")
         let holder = try startHolder(url, delay: 60_000)
         defer {
-            kill(holder.processIdentifier, SIGKILL)
-            holder.waitUntilExit()
+            holder.signal(SIGKILL)
+            holder.wait()
         }
-        kill(holder.processIdentifier, SIGSTOP)
+        holder.signal(SIGSTOP)
 
         let options = FetchOptions(waitTimeout: .seconds(60), stalledFetchTimeout: .milliseconds(1500))
         let own = try await cache.fetch(URLRequest(url: url), options: options)
@@ -140,8 +138,8 @@ struct SingleFlightTests {
         // It gave up waiting (not: got the lock), and could not store while the holder held it.
         #expect(own.cacheStatus?.contains("detail=lock-timeout") == true && own.cacheStatus?.contains("stored") == false)
 
-        kill(holder.processIdentifier, SIGKILL)
-        holder.waitUntilExit()
+        holder.signal(SIGKILL)
+        holder.wait()
         let stored = try await cache.fetch(URLRequest(url: url), options: options)
         #expect(stored.source == .downloaded && stored.cacheStatus?.contains("stored") == true)
         #expect(try await cache.fetch(URLRequest(url: url)).source == .fresh)
@@ -155,8 +153,8 @@ struct SingleFlightTests {
         let url = origin.url("/fresh/slow-holder.txt")
         let holder = try startHolder(url, delay: 60_000)
         defer {
-            kill(holder.processIdentifier, SIGKILL)
-            holder.waitUntilExit()
+            holder.signal(SIGKILL)
+            holder.wait()
         }
         let own = try await cache.fetch(URLRequest(url: url), options: FetchOptions(waitTimeout: .milliseconds(300)))
         #expect(own.source == .downloaded && own.cacheStatus?.contains("detail=lock-timeout") == true)
@@ -171,7 +169,7 @@ struct SingleFlightTests {
         let holder = try startHolder(url, delay: 3500)
         let options = FetchOptions(waitTimeout: .seconds(60), stalledFetchTimeout: .milliseconds(2500))
         let shared = try await cache.fetch(URLRequest(url: url), options: options)
-        holder.waitUntilExit()
+        holder.wait()
         #expect(shared.source == .fresh && shared.data == Data("alive".utf8))
         #expect(origin.requests(atLeast: 1).count == 1)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 import Testing
 
 @testable import SharedCache
@@ -20,12 +21,10 @@ struct MultiProcessTests {
             try Worker.start(["mixed", cache, "\(worker)", "2000", "20", "\(worker * 7919)"])
         }
         var totals: [String: Int] = [:]
-        for (process, output, errors) in workers {
-            let summary = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            let problems = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0, "\(problems)")
-            for (name, value) in Worker.counters(summary) { totals[name, default: 0] += value }
+        for worker in workers {
+            let result = Worker.Result(finishing: worker)
+            #expect(result.status == 0, "\(result.errors)")
+            for (name, value) in Worker.counters(result.output) { totals[name, default: 0] += value }
         }
         #expect(totals["violations"] == 0)
         #expect(totals["puts"]! > 2000)
@@ -70,14 +69,12 @@ struct MultiProcessTests {
         let cache = directory("cache")
         var random = TestSeed.generator("writerKilledAtRandomMoments")
         for round in 1...24 {
-            let (process, output, _) = try Worker.start(["writer", cache, "\(round)"])
-            let lines = ChildLines(output)
-            #expect(lines.next() == "ready", "round \(round)")  // the cache is open
+            let writer = try Worker.start(["writer", cache, "\(round)"])
+            #expect(writer.nextLine(within: .seconds(10)) == "ready", "round \(round)")  // the cache is open
             let moment = UInt32.random(in: 5_000...120_000, using: &random)
             usleep(moment)
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            #expect(process.terminationReason == .uncaughtSignal)
+            writer.signal(SIGKILL)
+            #expect(writer.wait() == .signalled(SIGKILL))
 
             let context = "round \(round), killed after \(moment) µs; \(TestSeed.replay)"
             let verify = try Worker.run(["verify", cache, "16"])

@@ -69,55 +69,48 @@ struct SubscriptionProcessTests {
         _ = try SharedCache(directory: cache)
         let interval = watching == "events" ? "60000" : "20"
         let subscribers = try (0..<3).map { _ in try Worker.start(["subscribe", cache, watching, interval]) }
-        let remover = Process()
+        var remover: ChildProcess?
         defer {
-            for process in subscribers.map(\.0) + [remover] where process.isRunning {
-                kill(process.processIdentifier, SIGKILL)
-            }
+            for child in subscribers + [remover].compactMap({ $0 }) where child.isRunning { child.signal(SIGKILL) }
         }
-        let outputs = subscribers.map { ChildLines($0.1) }
-        for output in outputs { #expect(output.next() == "ready") }
+        for subscriber in subscribers { #expect(subscriber.nextLine(within: .seconds(10)) == "ready") }
         var heard: [[String]] = [[], [], []]  // lines each subscriber printed, read so far
         /// Waits until subscriber `index` printed the removal of `key`.
         func waitUntil(_ index: Int, heard key: String) throws {
             let hash = KeyHash(key: key).hex
             let lines = try #require(
-                outputs[index].lines(through: { $0.contains(hash) }), "subscriber \(index) never heard \(key)")
+                subscribers[index].output?.lines(through: { $0.contains(hash) }, within: .seconds(10)),
+                "subscriber \(index) never heard \(key)")
             heard[index] += lines
         }
 
-        remover.executableURL = Worker.executable
-        remover.arguments = ["remover", cache]
-        let input = Pipe(), output = Pipe()
-        remover.standardInput = input
-        remover.standardOutput = output
-        try remover.run()
-        let script = ChildLines(output)
+        let script = try ChildProcess(Worker.executable, arguments: ["remover", cache], input: .pipe)
+        remover = script
 
-        try #require(script.next() == "phase 1")
+        try #require(script.nextLine(within: .seconds(10)) == "phase 1")
         // What the paused subscriber knows: everything live at phase 1, which it has read.
         let liveAtPause = Set(try SharedCache(directory: cache).liveHashes())
-        let paused = subscribers[2].0
+        let paused = subscribers[2]
         try waitUntil(2, heard: "__phase 1__")
-        kill(paused.processIdentifier, SIGSTOP)
+        paused.signal(SIGSTOP)
         // kill(2) returns before the process has stopped; wait until the kernel says it has.
-        #expect(eventually { Self.isStopped(paused.processIdentifier) }, "SIGSTOP did not stop the subscriber")
-        input.fileHandleForWriting.write(Data("go\n".utf8))
-        try #require(script.next() == "phase 2")
+        #expect(eventually { Self.isStopped(paused.processID) }, "SIGSTOP did not stop the subscriber")
+        script.send("go")
+        try #require(script.nextLine(within: .seconds(10)) == "phase 2")
         // The two running subscribers have read on; now the remover moves its clock past the
         // retention and checkpoints.
         try waitUntil(0, heard: "__phase 2__")
         try waitUntil(1, heard: "__phase 2__")
-        input.fileHandleForWriting.write(Data("go\n".utf8))
-        try #require(script.next() == "phase 3")
+        script.send("go")
+        try #require(script.nextLine(within: .seconds(10)) == "phase 3")
         let liveAtResume = Set(try SharedCache(directory: cache).liveHashes())
         // Checkpoints ran while it was stopped and retired the segments it was reading.
         #expect(!FileManager.default.fileExists(atPath: "\(cache)/journal/0000000000000002"))
-        kill(paused.processIdentifier, SIGCONT)
-        input.fileHandleForWriting.write(Data("go\n".utf8))
-        let expectedLines = try #require(script.lines(through: { $0 == "end" })).dropLast()
-        remover.waitUntilExit()
-        #expect(remover.terminationStatus == 0)
+        paused.signal(SIGCONT)
+        script.send("go")
+        let expectedLines = try #require(script.output?.lines(through: { $0 == "end" }, within: .seconds(10)))
+            .dropLast()
+        #expect(script.wait() == .exited(0))
         let expected = expectedLines.map { line -> (hash: String, reason: String) in
             let fields = line.split(separator: " ")
             return (String(fields[0]), String(fields[1]))
@@ -125,10 +118,10 @@ struct SubscriptionProcessTests {
         #expect(expected.count > 60)
 
         var results: [(events: [Event], resynchronizations: Int)] = []
-        for (index, (process, _, _)) in subscribers.enumerated() {
+        for (index, subscriber) in subscribers.enumerated() {
             var events: [Event] = []
             var resynchronizations = -1
-            let rest = try #require(outputs[index].rest(), "subscriber \(index) did not finish")
+            let rest = try #require(subscriber.output?.rest(within: .seconds(30)), "subscriber \(index) did not finish")
             for line in heard[index] + rest {
                 if line.hasPrefix("resynchronizations=") {
                     resynchronizations = Int(line.dropFirst("resynchronizations=".count)) ?? -1
@@ -136,8 +129,7 @@ struct SubscriptionProcessTests {
                     events.append(event)
                 }
             }
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0)
+            #expect(subscriber.wait() == .exited(0))
             results.append((events, resynchronizations))
         }
 

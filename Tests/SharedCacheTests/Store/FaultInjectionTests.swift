@@ -1,5 +1,5 @@
 import Foundation
-import SharedCacheCLI
+import SharedCacheTestSupport
 import Testing
 
 @testable import SharedCache

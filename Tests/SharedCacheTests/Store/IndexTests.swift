@@ -1,4 +1,4 @@
-import SharedCacheCLI
+import SharedCacheTestSupport
 import Testing
 
 @testable import SharedCache

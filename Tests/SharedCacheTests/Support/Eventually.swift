@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import SharedCacheCLI
 
 @testable import SharedCache
 @testable import SharedCachePlatform
@@ -19,26 +18,5 @@ final class RemovalCollector: Sendable {
         let deadline = Date().addingTimeInterval(timeout)
         while all.count < count && Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
         return all
-    }
-}
-
-/// Reads a child's output on a thread of its own, so the child never blocks on a full pipe
-/// while the test is busy elsewhere.
-final class BackgroundLines: @unchecked Sendable {
-    private let lines = Locked<[String]>([])
-    private let finished = DispatchSemaphore(value: 0)
-
-    init(_ reader: LineReader) {
-        Thread {
-            while let line = reader.next() { self.lines.withLock { $0.append(line) } }
-            self.finished.signal()
-        }.start()
-    }
-
-    /// Every line, once the child closed its end.
-    func all() -> [String] {
-        finished.wait()
-        finished.signal()
-        return lines.withLock { $0 }
     }
 }

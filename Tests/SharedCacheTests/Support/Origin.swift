@@ -1,5 +1,5 @@
 import Foundation
-import SharedCacheCLI
+import SharedCacheTestSupport
 
 /// A real nginx on loopback, serving files a test writes and logging what each request carried
 /// (`If-None-Match`, `If-Modified-Since`, `Accept-Language`) and its status.

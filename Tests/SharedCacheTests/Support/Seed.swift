@@ -1,5 +1,5 @@
 import Foundation
-import SharedCacheCLI
+import SharedCacheTestSupport
 
 /// The seed of every random choice a test makes: `SHAREDCACHE_TEST_SEED` to replay a failure,
 /// or a fresh one. Tests print it in the comment of each expectation that depends on it, so a

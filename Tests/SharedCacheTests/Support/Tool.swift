@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 
 /// A built executable of this package (`sharedcache`, `sharedcached`), run as a real process.
 struct Tool {
@@ -8,31 +9,15 @@ struct Tool {
 
     /// Runs the tool to completion with `arguments`, feeding it `input`.
     func run(_ arguments: [String], input: Data? = nil, environment: [String: String] = [:]) throws -> Worker.Result {
-        let (process, output, errors) = try start(arguments, environment: environment, input: input)
-        return Worker.Result(finishing: process, output: output, errors: errors)
+        Worker.Result(finishing: try start(arguments, environment: environment, input: input))
     }
 
-    func start(_ arguments: [String], environment: [String: String] = [:], input: Data? = nil) throws
-        -> (Process, Pipe, Pipe)
-    {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        if let input {
-            let pipe = Pipe()
-            process.standardInput = pipe
-            try process.run()
-            pipe.fileHandleForWriting.write(input)
-            try pipe.fileHandleForWriting.close()
-        } else {
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
-        }
-        return (process, output, errors)
+    /// Starts the tool with `arguments`, its standard input `input` (else `/dev/null`); its
+    /// stdout and stderr are captured.
+    func start(_ arguments: [String], environment: [String: String] = [:], input: Data? = nil) throws -> ChildProcess {
+        try ChildProcess(
+            executable, arguments: arguments, environment: environment, input: input.map { .bytes($0) } ?? .none,
+            errors: .captured)
     }
 }
 

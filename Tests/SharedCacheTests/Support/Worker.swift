@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 
 /// The `sharedcache-test-worker` executable built next to the tests, run as a real process.
 enum Worker {
@@ -17,71 +18,46 @@ enum Worker {
         var output: String
         var errors: String
 
-        /// Reads both pipes to their ends, at the same time (a process that fills the pipe
-        /// nobody reads would wait forever), then waits for the process.
-        init(finishing process: Process, output: Pipe, errors: Pipe) {
-            let errorBytes = BackgroundRead(errors.fileHandleForReading)
-            let out = output.fileHandleForReading.readDataToEndOfFile()
-            let err = errorBytes.wait()
-            process.waitUntilExit()
-            status = process.terminationStatus
+        /// Takes both outputs to their ends (each was read on a thread of its own all along, so a
+        /// process that writes much to one while the test waits for the other never blocks), then
+        /// waits for the process.
+        init(finishing child: ChildProcess) {
+            let out = child.output?.remainingData() ?? Data()
+            let err = child.errors?.remainingData() ?? Data()
+            status = child.wait().status
             self.output = String(decoding: out, as: UTF8.self)
             self.errors = String(decoding: err, as: UTF8.self)
         }
     }
 
-    /// A file read to its end on a thread of its own.
-    final class BackgroundRead: @unchecked Sendable {
-        private var bytes = Data()  // written by the reader thread before `done` is signalled
-        private let done = DispatchSemaphore(value: 0)
-
-        init(_ file: FileHandle) {
-            Thread.detachNewThread { [self] in
-                bytes = file.readDataToEndOfFile()
-                done.signal()
-            }
-        }
-
-        func wait() -> Data {
-            done.wait()
-            return bytes
-        }
-    }
-
-    /// Starts the worker with `arguments`; stdout and stderr go to pipes.
+    /// Starts the worker with `arguments`; its stdout and stderr are captured.
     ///
     /// - Parameters:
     ///   - asUser: run as this user ID (through setpriv(1); the caller must be root), in a group
     ///     of the same number and the supplementary `groups`.
-    ///   - input: the worker's standard input, for commands that wait for a line (a "go").
+    ///   - input: the worker's standard input: a ``ChildProcess/Input/pipe`` for commands that
+    ///     wait for a line (a "go").
     static func start(
         _ arguments: [String], asUser user: UInt32? = nil, groups: [UInt32] = [], environment: [String: String] = [:],
-        input: Pipe? = nil
-    ) throws -> (Process, Pipe, Pipe) {
-        let process = Process()
-        if let input { process.standardInput = input }
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        if let user {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            let supplementary = groups.isEmpty ? "--clear-groups" : "--groups=" + groups.map(String.init).joined(separator: ",")
-            process.arguments = ["--reuid=\(user)", "--regid=\(user)", supplementary, executable.path] + arguments
-        } else {
-            process.executableURL = executable
-            process.arguments = arguments
+        input: ChildProcess.Input = .inherit
+    ) throws -> ChildProcess {
+        guard let user else {
+            return try ChildProcess(
+                executable, arguments: arguments, environment: environment, input: input, errors: .captured)
         }
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        return (process, output, errors)
+        let supplementary =
+            groups.isEmpty ? "--clear-groups" : "--groups=" + groups.map(String.init).joined(separator: ",")
+        return try ChildProcess(
+            URL(fileURLWithPath: "/usr/bin/setpriv"),
+            arguments: ["--reuid=\(user)", "--regid=\(user)", supplementary, executable.path] + arguments,
+            environment: environment, input: input, errors: .captured)
     }
 
     /// Runs the worker to completion.
     static func run(
         _ arguments: [String], asUser user: UInt32? = nil, groups: [UInt32] = [], environment: [String: String] = [:]
     ) throws -> Result {
-        let (process, output, errors) = try start(arguments, asUser: user, groups: groups, environment: environment)
-        return Result(finishing: process, output: output, errors: errors)
+        Result(finishing: try start(arguments, asUser: user, groups: groups, environment: environment))
     }
 
     /// Parses "name=value name=value" summary lines into numbers.

@@ -1,5 +1,6 @@
 import Foundation
 import SharedCacheCLI
+import SharedCacheTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -162,8 +163,8 @@ struct BodyStreamingTests {
         #expect(try run("put", "sparse", source).status == 0)
         #expect(try run("verify").status == 0)
         let stdout = try Tool.admin.start(["get", "sparse"], environment: ["SHAREDCACHE_DIR": cache])
-        #expect(stdout.1.fileHandleForReading.readDataToEndOfFile() == expected)
-        stdout.0.waitUntilExit()
+        #expect(stdout.output?.remainingData() == expected)
+        stdout.wait()
         #expect(try run("get", "sparse", "-o", directory("copy.bin")).status == 0)
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory("copy.bin"))) == expected)
         // From a pipe, the zeros arrive as bytes and are written as holes all the same.
@@ -184,12 +185,11 @@ struct BodyStreamingTests {
 
         let get = try Tool.admin.start(
             ["get", "piped"], environment: ["SHAREDCACHE_DIR": cache, "SHAREDCACHE_REPORT_PEAK_MEMORY": "1"])
-        let errors = Worker.BackgroundRead(get.2.fileHandleForReading)
-        let output = get.1.fileHandleForReading.readDataToEndOfFile()
-        get.0.waitUntilExit()
-        #expect(get.0.terminationStatus == 0)
+        let output = get.output?.remainingData()
+        let errors = get.errors?.remainingText() ?? ""
+        #expect(get.wait() == .exited(0))
         #expect(output == body)
-        #expect(try growthKilobytes(String(decoding: errors.wait(), as: UTF8.self)) < Self.growthLimitKilobytes)
+        #expect(try growthKilobytes(errors) < Self.growthLimitKilobytes)
     }
 
     /// A body that fails its checksum while being copied is a miss, and the output file is not

@@ -28,24 +28,22 @@ struct JournalFollowGapTests {
             directory: cache, configuration: Configuration(journalRetention: .zero, memoryCostLimit: 0))
         try writer.put(key: "before", data: Data("x".utf8))
 
-        let (follower, output, errors) = try Tool.admin.start(
-            ["journal", "--follow", "--json"], environment: ["SHAREDCACHE_DIR": cache])
+        let follower = try Tool.admin.start(["journal", "--follow", "--json"], environment: ["SHAREDCACHE_DIR": cache])
         // A follower that never prints what is awaited must not hang the suite.
-        let watchdog = DispatchWorkItem { kill(follower.processIdentifier, SIGKILL) }
+        let watchdog = DispatchWorkItem { follower.signal(SIGKILL) }
         DispatchQueue.global().asyncAfter(deadline: .now() + 20, execute: watchdog)
         defer {
             watchdog.cancel()
-            kill(follower.processIdentifier, SIGCONT)
-            follower.terminate()
-            follower.waitUntilExit()
+            follower.signal(SIGCONT)
+            follower.signal(SIGTERM)
+            follower.wait()
         }
-        let lines = LineReader(output)
-        #expect(try Self.record(lines.next())?["key"] as? String == "before")
+        #expect(try Self.record(follower.nextLine())?["key"] as? String == "before")
 
         // Stop it, and wait (without polling) until it is stopped.
-        kill(follower.processIdentifier, SIGSTOP)
+        follower.signal(SIGSTOP)
         var info = siginfo_t()
-        #expect(waitid(P_PID, id_t(follower.processIdentifier), &info, WSTOPPED | WNOWAIT) == 0)
+        #expect(waitid(P_PID, id_t(follower.processID), &info, WSTOPPED | WNOWAIT) == 0)
 
         // Generation 1 (which it holds open) is sealed; the removals go into generation 2,
         // which the next two checkpoints seal and retire while it sleeps.
@@ -61,11 +59,11 @@ struct JournalFollowGapTests {
         let retired = try writer.checkpoint().retiredSegments
         #expect(retired == [sealedFirst + 1])
 
-        kill(follower.processIdentifier, SIGCONT)
+        follower.signal(SIGCONT)
         try writer.put(key: "after", data: Data("w".utf8))
 
         var records: [[String: Any]] = []
-        while let line = lines.next(), let record = try Self.record(line) {
+        while let line = follower.nextLine(), let record = try Self.record(line) {
             records.append(record)
             if record["key"] as? String == "after" { break }
         }
@@ -80,9 +78,9 @@ struct JournalFollowGapTests {
         #expect(records.contains { $0["key"] as? String == "kept" && $0["type"] as? String == "stored" })
 
         // And a line on stderr for the person watching.
-        kill(follower.processIdentifier, SIGKILL)
-        follower.waitUntilExit()
-        let said = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        follower.signal(SIGKILL)
+        follower.wait()
+        let said = follower.errors?.remainingText() ?? ""
         #expect(said.split(separator: "\n").count == 1)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 import Testing
 
 /// Keys typed on the command line are bytes: two different byte strings must never reach one
@@ -14,18 +15,10 @@ struct KeyArgumentTests {
 
     /// Runs `sharedcache` through sh(1) with `script`'s `printf` escapes expanded into raw bytes.
     func shell(_ script: String, input: String? = nil) throws -> Worker.Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", script, Tool.admin.executable.path]
-        process.environment = ProcessInfo.processInfo.environment.merging(["SHAREDCACHE_DIR": cache]) { $1 }
-        let output = Pipe(), errors = Pipe(), stdin = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = stdin
-        try process.run()
-        stdin.fileHandleForWriting.write(Data((input ?? "").utf8))
-        try stdin.fileHandleForWriting.close()
-        return Worker.Result(finishing: process, output: output, errors: errors)
+        let shell = try ChildProcess(
+            URL(fileURLWithPath: "/bin/sh"), arguments: ["-c", script, Tool.admin.executable.path],
+            environment: ["SHAREDCACHE_DIR": cache], input: .bytes(Data((input ?? "").utf8)), errors: .captured)
+        return Worker.Result(finishing: shell)
     }
 
     @Test func keysThatAreNotUTF8AreRefusedNotMerged() throws {

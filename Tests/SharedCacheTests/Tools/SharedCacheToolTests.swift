@@ -154,18 +154,18 @@ struct SharedCacheToolTests {
 
     @Test func configTellsARunningCompactorToRereadIt() throws {
         _ = try SharedCache(directory: cache)
-        let (daemon, _, errors) = try Tool.daemon.start(["--dir", cache])
-        let log = LineReader(errors)
-        #expect(log.next()?.contains("compacting") == true)
-        #expect(log.next()?.contains("pass:") == true)
+        let daemon = try Tool.daemon.start(["--dir", cache])
+        let log = try #require(daemon.errors)
+        #expect(log.nextLine()?.contains("compacting") == true)
+        #expect(log.nextLine()?.contains("pass:") == true)
         let set = try run("config", "size-limit", "5M")
-        #expect(set.errors.contains("told sharedcached (process \(daemon.processIdentifier)) to re-read the limits"))
-        #expect(log.next()?.contains("re-read") == true)
+        #expect(set.errors.contains("told sharedcached (process \(daemon.processID)) to re-read the limits"))
+        #expect(log.nextLine()?.contains("re-read") == true)
         let stat = try json(try run("stat", "--json"))
-        #expect(stat["compactorProcessID"] as? Int32 == daemon.processIdentifier)
+        #expect(stat["compactorProcessID"] as? Int32 == daemon.processID)
         #expect(try run("compact").status == 75)
-        kill(daemon.processIdentifier, SIGTERM)
-        daemon.waitUntilExit()
+        daemon.signal(SIGTERM)
+        daemon.wait()
     }
 
     @Test func compactAndItsDryRun() throws {
@@ -211,25 +211,23 @@ struct SharedCacheToolTests {
     /// `journal --follow` shows another process's put and removal within a second.
     @Test func journalFollowSeesOtherProcessesWithinASecond() throws {
         #expect(try run("put", "before", input: "x").status == 0)
-        let (follower, output, _) = try Tool.admin.start(
-            ["journal", "--follow", "--json"], environment: ["SHAREDCACHE_DIR": cache])
+        let follower = try Tool.admin.start(["journal", "--follow", "--json"], environment: ["SHAREDCACHE_DIR": cache])
         defer {
-            follower.terminate()
-            follower.waitUntilExit()
+            follower.signal(SIGTERM)
+            follower.wait()
         }
-        let lines = LineReader(output)
-        #expect(lines.next()?.contains("\"key\":\"before\"") == true)
+        #expect(follower.nextLine()?.contains("\"key\":\"before\"") == true)
 
         let put = Date()
         #expect(try Worker.run(["put", cache, "during", "body"]).status == 0)
-        let stored = try #require(lines.next())
+        let stored = try #require(follower.nextLine())
         #expect(Date().timeIntervalSince(put) < 1.5)  // includes starting the worker process
         let record = try #require(JSONSerialization.jsonObject(with: Data(stored.utf8)) as? [String: Any])
         #expect(record["type"] as? String == "stored" && record["key"] as? String == "during")
 
         let removal = Date()
         #expect(try Worker.run(["remove", cache, "during"]).status == 0)
-        let removed = try #require(lines.next())
+        let removed = try #require(follower.nextLine())
         #expect(Date().timeIntervalSince(removal) < 1.5)
         #expect(removed.contains("\"type\":\"removed\"") && removed.contains("\"reason\":\"manual\""))
     }

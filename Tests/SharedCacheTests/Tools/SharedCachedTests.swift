@@ -61,15 +61,13 @@ struct SharedCachedTests {
     @Test func aSecondDaemonSaysWhoHoldsTheDirectoryAndExits75() throws {
         let directory = try TemporaryDirectory()
         _ = try SharedCache(directory: directory("cache"))
-        let (first, _, firstErrors) = try Tool.daemon.start(["--dir", directory("cache")])
-        let reader = LineReader(firstErrors)
-        #expect(reader.next()?.contains("compacting") == true)
+        let first = try Tool.daemon.start(["--dir", directory("cache")])
+        #expect(first.errors?.nextLine()?.contains("compacting") == true)
         let second = try Tool.daemon.run(["--dir", directory("cache")])
         #expect(second.status == 75)
-        #expect(second.errors.contains("process \(first.processIdentifier) is already compacting"))
-        kill(first.processIdentifier, SIGTERM)
-        first.waitUntilExit()
-        #expect(first.terminationStatus == 0)
+        #expect(second.errors.contains("process \(first.processID) is already compacting"))
+        first.signal(SIGTERM)
+        #expect(first.wait() == .exited(0))
     }
 
     @Test func badUsageExits64() throws {
@@ -86,15 +84,13 @@ struct SharedCachedTests {
     func sigtermInTheMiddleOfAPassLeavesADirectoryThatVerifies(delayMilliseconds: Int) throws {
         let directory = try TemporaryDirectory()
         let cache = try Self.filledCache(directory("cache"), count: 3000, size: 10, limit: 3000)
-        let (daemon, _, errors) = try Tool.daemon.start(["--dir", directory("cache"), "-d"])
-        let reader = LineReader(errors)
-        #expect(reader.next()?.contains("compacting") == true)
+        let daemon = try Tool.daemon.start(["--dir", directory("cache"), "-d"])
+        let reader = try #require(daemon.errors)
+        #expect(reader.nextLine()?.contains("compacting") == true)
         usleep(UInt32(delayMilliseconds * 1000))
-        kill(daemon.processIdentifier, SIGTERM)
-        // Drain its log (one line per eviction with -d) so it is never blocked writing it.
+        daemon.signal(SIGTERM)
         let log = reader.lines(until: "sharedcached: stopped")
-        daemon.waitUntilExit()
-        #expect(daemon.terminationStatus == 0)
+        #expect(daemon.wait() == .exited(0))
         #expect(log.allSatisfy { !$0.contains("error") })
         let report = try SharedCache(directory: directory("cache")).verify()
         #expect(report.isClean, "\(report.problems)")
@@ -104,21 +100,20 @@ struct SharedCachedTests {
     @Test func sighupRereadsTheSharedLimits() throws {
         let directory = try TemporaryDirectory()
         let cache = try Self.filledCache(directory("cache"), count: 20, size: 1000, limit: 100_000)
-        let (daemon, _, errors) = try Tool.daemon.start(["--dir", directory("cache")])
-        let reader = LineReader(errors)
-        #expect(reader.next()?.contains("compacting") == true)
-        #expect(reader.next()?.contains("pass: 0 expired, 0 evicted") == true)
+        let daemon = try Tool.daemon.start(["--dir", directory("cache")])
+        let reader = try #require(daemon.errors)
+        #expect(reader.nextLine()?.contains("compacting") == true)
+        #expect(reader.nextLine()?.contains("pass: 0 expired, 0 evicted") == true)
         let config = "size-limit = 10000\nentry-limit = 0\ndefault-expiry = 604800\n"
         try Data(config.utf8).write(to: URL(fileURLWithPath: directory("cache/config")))
-        kill(daemon.processIdentifier, SIGHUP)
-        #expect(reader.next()?.contains("re-read \(directory("cache"))/config: limit 10 KB") == true)
+        daemon.signal(SIGHUP)
+        #expect(reader.nextLine()?.contains("re-read \(directory("cache"))/config: limit 10 KB") == true)
         // Over its new limit, the directory is compacted at once: 20,000 bytes down to 9,000.
-        let pass = reader.next() ?? ""
+        let pass = reader.nextLine() ?? ""
         #expect(pass.contains("pass: 0 expired, 11 evicted for space"), "\(pass)")
         #expect(try cache.statistics().totalBytes == 9000)
-        kill(daemon.processIdentifier, SIGTERM)
-        daemon.waitUntilExit()
-        #expect(daemon.terminationStatus == 0)
+        daemon.signal(SIGTERM)
+        #expect(daemon.wait() == .exited(0))
     }
 
     /// The daemon runs while 4 client processes write past the limit for 30 s: the total stays
@@ -128,27 +123,22 @@ struct SharedCachedTests {
         let directory = try TemporaryDirectory()
         let limit: UInt64 = 2_000_000
         let cache = try SharedCache(directory: directory("cache"), configuration: Configuration(sizeLimit: limit))
-        let (subscriber, subscriberOutput, _) = try Worker.start(["subscribe", directory("cache"), "events"])
-        let events = LineReader(subscriberOutput)
-        #expect(events.next() == "ready")
-        let (daemon, _, daemonErrors) = try Tool.daemon.start(["--dir", directory("cache"), "-d"])
-        let logReader = LineReader(daemonErrors)
-        #expect(logReader.next()?.contains("compacting") == true)
-        let log = BackgroundLines(logReader)
-        let heardLines = BackgroundLines(events)
+        let subscriber = try Worker.start(["subscribe", directory("cache"), "events"])
+        #expect(subscriber.nextLine() == "ready")
+        let daemon = try Tool.daemon.start(["--dir", directory("cache"), "-d"])
+        #expect(daemon.errors?.nextLine()?.contains("compacting") == true)
 
         let writers = try (1...4).map { try Worker.start(["flood", directory("cache"), "\($0)", "30", "10000"]) }
         var largest: UInt64 = 0
-        while writers.contains(where: { $0.0.isRunning }) {
+        while writers.contains(where: \.isRunning) {
             largest = max(largest, try cache.statistics().totalBytes)
             Thread.sleep(forTimeInterval: 0.05)
         }
         var puts = 0
-        for (process, output, _) in writers {
-            let counts = Worker.counters(
-                String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0)
+        for writer in writers {
+            let result = Worker.Result(finishing: writer)
+            let counts = Worker.counters(result.output)
+            #expect(result.status == 0)
             #expect(counts["violations"] == 0)
             puts += counts["puts"] ?? 0
         }
@@ -164,22 +154,21 @@ struct SharedCachedTests {
         let caughtUp = Date().addingTimeInterval(15)
         while try cache.statistics().totalBytes > limit && Date() < caughtUp { Thread.sleep(forTimeInterval: 0.05) }
         Thread.sleep(forTimeInterval: 0.2)
-        kill(daemon.processIdentifier, SIGTERM)
+        daemon.signal(SIGTERM)
         let evicted = Set(
-            log.all().compactMap { line -> String? in
+            (daemon.errors?.rest() ?? []).compactMap { line -> String? in
                 let fields = line.split(separator: " ")
                 return fields.count > 2 && fields[1] == "evicted" ? String(fields[2]) : nil
             })
-        daemon.waitUntilExit()
-        #expect(daemon.terminationStatus == 0)
+        #expect(daemon.wait() == .exited(0))
         try cache.put(key: "__end__", data: Data())
         try cache.remove(key: "__end__")
         let heard = Set(
-            heardLines.all().compactMap { line -> String? in
+            (subscriber.output?.rest() ?? []).compactMap { line -> String? in
                 let fields = line.split(separator: " ")
                 return fields.count == 3 && fields[2] == "size" ? String(fields[1]) : nil
             })
-        subscriber.waitUntilExit()
+        subscriber.wait()
         #expect(evicted.count > 100)
         #expect(evicted == heard)
         #expect(try cache.statistics().totalBytes <= limit)

@@ -1,0 +1,212 @@
+import Foundation
+import SharedCache
+import SharedCacheCLI
+import SharedCacheTestSupport
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// 8 processes at once doing 90 % gets and 10 % puts over 10,000 keys: SharedCache, the syscall
+// floor, the scheduler's floor, and python-diskcache, each started together and merged.
+
+/// One side of the 8-process run.
+struct MixedMeasurement: Codable {
+    var processes: Int
+    var operations: Int
+    var operationsPerSecond: Double
+    var p50Microseconds: Double
+    var p99Microseconds: Double
+    var p999Microseconds: Double
+    var maxMicroseconds: Double
+}
+
+let mixedKeys = 10_000
+let mixedProcesses = 8
+
+/// `--role mixed DIR KEYS OPERATIONS SEED START_AT_NS OUT`: one of the 8 SharedCache processes.
+func runMixedWorker(_ arguments: [String]) throws -> Never {
+    let (directory, keys, operations) = (arguments[0], Int(arguments[1])!, Int(arguments[2])!)
+    var random = SplitMix64(seed: UInt64(arguments[3])!)
+    let startAt = UInt64(arguments[4])!
+    let cache = try SharedCache(directory: directory)
+    let names = (0..<keys).map(keyName)
+    let value = Data((0..<1024).map { _ in UInt8.random(in: 0...255, using: &random) })
+    try timeOperations(operations, startingAt: startAt, writingTo: arguments[5]) { _ in
+        let name = names[Int.random(in: 0..<keys, using: &random)]
+        if Int.random(in: 0..<10, using: &random) == 0 {
+            try cache.put(key: name, data: value)
+        } else {
+            _ = try cache.get(key: name)
+        }
+    }
+}
+
+/// Waits until `startAt`, times each of `operations` calls of `body`, writes "START END" and one
+/// latency per line to `path` (what ``mixedRun`` merges), and exits.
+func timeOperations(
+    _ operations: Int, startingAt startAt: UInt64, writingTo path: String, _ body: (Int) throws -> Void
+) throws -> Never {
+    while now() < startAt { usleep(500) }
+    var samples = [UInt64](repeating: 0, count: operations)
+    let start = now()
+    for index in 0..<operations {
+        let before = now()
+        try body(index)
+        samples[index] = now() - before
+    }
+    let end = now()
+    let text = "\(start) \(end)\n" + samples.map(String.init).joined(separator: "\n") + "\n"
+    try text.write(toFile: path, atomically: true, encoding: .utf8)
+    exit(0)
+}
+
+/// `--role mixed-floor DIR KEYS OPERATIONS SEED START_AT_NS OUT`: the floor of one mixed
+/// process: a get is open + pread + close of a 1 KB file, a put is create + write + close +
+/// rename over it plus one O_APPEND record. Run 8 at once, it shows what 8 processes on this
+/// machine's cores cost by themselves (scheduling included).
+func runMixedFloorWorker(_ arguments: [String]) throws -> Never {
+    let (directory, keys, operations) = (arguments[0], Int(arguments[1])!, Int(arguments[2])!)
+    var random = SplitMix64(seed: UInt64(arguments[3])!)
+    let startAt = UInt64(arguments[4])!
+    let worker = arguments[3]
+    let paths = (0..<keys).map { "\(directory)/\($0 % 256)/\($0)" }
+    let value = [UInt8](repeating: 0x66, count: 1024)
+    let record = [UInt8](repeating: 0x11, count: 120)
+    let journal = open("\(directory)/journal", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+    let buffer = UnsafeMutableRawPointer.allocate(byteCount: 8192, alignment: 16)
+    try timeOperations(operations, startingAt: startAt, writingTo: arguments[5]) { index in
+        let path = paths[Int.random(in: 0..<keys, using: &random)]
+        if Int.random(in: 0..<10, using: &random) == 0 {
+            let temporary = "\(directory)/tmp/\(worker)-\(index)"
+            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            _ = value.withUnsafeBytes { write(fd, $0.baseAddress, 1024) }
+            close(fd)
+            rename(temporary, path)
+            _ = record.withUnsafeBytes { write(journal, $0.baseAddress, 120) }
+        } else {
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            _ = pread(fd, buffer, 8192, 0)
+            close(fd)
+        }
+    }
+}
+
+/// `--role mixed-spin OPERATIONS NANOSECONDS START_AT_NS OUT`: the scheduler's floor: each
+/// "operation" keeps the CPU busy for NANOSECONDS and does nothing else (no I/O, no locks).
+/// Eight of these on fewer cores show what time-slicing alone does to the tail: an operation
+/// that straddles the end of a slice waits for the other processes' slices.
+func runMixedSpinWorker(_ arguments: [String]) throws -> Never {
+    let (operations, busy, startAt) = (Int(arguments[0])!, UInt64(arguments[1])!, UInt64(arguments[2])!)
+    try timeOperations(operations, startingAt: startAt, writingTo: arguments[3]) { _ in
+        let begun = now()
+        while now() - begun < busy {}
+    }
+}
+
+/// 8 processes each busy for `nanoseconds` per operation: the tail latency time-slicing alone
+/// gives a CPU-bound process on this machine.
+func spinMixed(in root: String, operations: Int, nanoseconds: UInt64) throws -> MixedMeasurement {
+    let executable = ChildProcess.currentExecutable.path
+    return try mixedRun(in: root, operations: operations) { _, startAt, out in
+        (executable, ["--role", "mixed-spin", "\(operations)", "\(nanoseconds)", "\(startAt)", out])
+    }
+}
+
+func floorMixed(in root: String, operations: Int) throws -> MixedMeasurement {
+    let directory = "\(root)/floor"
+    try FileManager.default.createDirectory(atPath: "\(directory)/tmp", withIntermediateDirectories: true)
+    for folder in 0..<256 { mkdir("\(directory)/\(folder)", 0o700) }
+    let value = Data(repeating: 0x66, count: 1024)
+    for index in 0..<mixedKeys { try value.write(to: URL(fileURLWithPath: "\(directory)/\(index % 256)/\(index)")) }
+    let executable = ChildProcess.currentExecutable.path
+    return try mixedRun(in: root, operations: operations) { worker, startAt, out in
+        (executable, ["--role", "mixed-floor", directory, "\(mixedKeys)", "\(operations)", "\(worker + 1)", "\(startAt)", out])
+    }
+}
+
+
+/// The 8-process runs: the syscall floor, the scheduler's floor, SharedCache, and diskcache.
+struct MixedRuns: Codable {
+    var floor: MixedMeasurement
+    var scheduler: MixedMeasurement
+    var sharedCache: MixedMeasurement
+    var diskcache: MixedMeasurement?
+    /// SharedCache with as many processes as this machine has cores: its tail without time-slicing.
+    var sharedCacheOnePerCore: MixedMeasurement
+}
+
+func measureMixed(in root: String, operations: Int, peer: String?) throws -> MixedRuns {
+    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    let floor = try floorMixed(in: root, operations: operations)
+    let sharedCache = try sharedCacheMixed(in: root, operations: operations)
+    let scheduler = try spinMixed(
+        in: root, operations: operations, nanoseconds: UInt64(sharedCache.p50Microseconds * 1000))
+    let diskcache = try peer.map { try diskcacheMixed($0, in: root, operations: operations) }
+    let onePerCore = try sharedCacheMixed(
+        in: root, operations: operations * 4, processes: ProcessInfo.processInfo.activeProcessorCount)
+    return MixedRuns(
+        floor: floor, scheduler: scheduler, sharedCache: sharedCache, diskcache: diskcache,
+        sharedCacheOnePerCore: onePerCore)
+}
+
+/// Starts `mixedProcesses` processes made by `command` together 1 s from now, waits for all,
+/// and merges what they wrote.
+func mixedRun(
+    in root: String, operations: Int, processes count: Int = mixedProcesses,
+    command: (Int, UInt64, String) -> (String, [String])
+) throws -> MixedMeasurement {
+    let startAt = now() + 1_000_000_000
+    var processes: [ChildProcess] = []
+    var outputs: [String] = []
+    for worker in 0..<count {
+        let out = "\(root)/latencies-\(worker)"
+        let (executable, arguments) = command(worker, startAt, out)
+        processes.append(
+            try ChildProcess(
+                URL(fileURLWithPath: executable), arguments: arguments, input: .inherit, output: .inherit))
+        outputs.append(out)
+    }
+    for process in processes {
+        guard process.wait() == .exited(0) else { fatalError("a mixed-workload process failed") }
+    }
+    var samples: [UInt64] = []
+    var first = UInt64.max
+    var last: UInt64 = 0
+    for out in outputs {
+        let lines = try String(contentsOfFile: out, encoding: .utf8).split(separator: "\n")
+        let bounds = lines[0].split(separator: " ").map { UInt64($0)! }
+        first = min(first, bounds[0])
+        last = max(last, bounds[1])
+        samples += lines.dropFirst().map { UInt64($0)! }
+    }
+    samples.sort()
+    func percentile(_ p: Double) -> Double { Double(samples[min(samples.count - 1, Int(Double(samples.count) * p))]) / 1000 }
+    return MixedMeasurement(
+        processes: count, operations: samples.count,
+        operationsPerSecond: Double(samples.count) / (Double(last - first) / 1e9), p50Microseconds: percentile(0.5),
+        p99Microseconds: percentile(0.99), p999Microseconds: percentile(0.999),
+        maxMicroseconds: Double(samples.last ?? 0) / 1000)
+}
+
+func sharedCacheMixed(in root: String, operations: Int, processes: Int = mixedProcesses) throws -> MixedMeasurement {
+    let directory = "\(root)/sharedcache-\(processes)"
+    let cache = try SharedCache(directory: directory, configuration: Configuration(sizeLimit: 0))
+    let value = Data((0..<1024).map { _ in UInt8.random(in: 0...255) })
+    for index in 0..<mixedKeys { try cache.put(key: keyName(index), data: value) }
+    try cache.checkpoint()
+    let executable = ChildProcess.currentExecutable.path
+    return try mixedRun(in: root, operations: operations, processes: processes) { worker, startAt, out in
+        (executable, ["--role", "mixed", directory, "\(mixedKeys)", "\(operations)", "\(worker + 1)", "\(startAt)", out])
+    }
+}
+
+func diskcacheMixed(_ python: String, in root: String, operations: Int) throws -> MixedMeasurement {
+    let directory = "\(root)/diskcache"
+    _ = try runPeer(python, ["fill", directory, "\(mixedKeys)", "1024"])
+    return try mixedRun(in: root, operations: operations) { worker, startAt, out in
+        (python, [peerScript, "mixed", directory, "\(mixedKeys)", "\(operations)", "\(worker + 1)", "\(startAt)", out])
+    }
+}

@@ -1,0 +1,116 @@
+import Dispatch
+import Foundation
+import SharedCache
+import SharedCacheCLI
+import SharedCachePlatform
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The parent: start everything, show what happens, check the totals.
+struct DemoRun {
+    let clients: Int
+    let seconds: Double
+    let invocation: Invocation
+
+    func run() throws -> ExitStatus {
+        let terminal = invocation.terminal
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("sharedcache-demo-\(getpid())-\(Int(Date().timeIntervalSince1970))").path
+        let limit = Self.sizeLimit
+        let cache = try SharedCache(directory: directory, configuration: Configuration(sizeLimit: limit))
+        defer { if !invocation.arguments.has("--keep") { try? FileManager.default.removeItem(atPath: directory) } }
+        let show: (String) -> Void = { line in if !invocation.json { terminal.print(line) } }
+        show("SharedCache demo: \(clients) client processes and the compactor share \(directory)")
+        show("(size limit \(formatBytes(limit)); the compactor trims to 90% of it)\n")
+
+        let me = ChildProcess.currentExecutable
+        // The compactor's log (stderr) is what the display shows of it.
+        let compactor = try ChildProcess(
+            me, arguments: ["demo-compactor", directory], input: .pipe, output: .discard, errors: .captured)
+        let children = try (1...clients).map { id in
+            try ChildProcess(me, arguments: ["demo-client", directory, "\(id)", "\(seconds)"], input: .pipe)
+        }
+        var names = [compactor.processID: "the compactor", getpid(): "the demo"]
+        for (index, child) in children.enumerated() { names[child.processID] = "client \(index + 1)" }
+        let printer = LinePrinter(show: show, processNames: names)
+        compactor.errors?.forEachLine { line in printer.compactor(line) }
+        for child in children { guard child.nextLine() == "ready" else { throw DemoError.childFailed } }
+        let summaries = Locked([Int: ClientSummary]())
+        let done = DispatchGroup()
+        for (index, child) in children.enumerated() {
+            done.enter()
+            child.output?.forEachLine { line in
+                if line == "done" {
+                    done.leave()
+                } else if line.hasPrefix("summary\t"),
+                    let summary = try? JSONDecoder().decode(
+                        ClientSummary.self, from: Data(line.dropFirst(8).utf8))
+                {
+                    summaries.withLock { $0[summary.client] = summary }
+                } else {
+                    printer.client(index + 1, line)
+                }
+            }
+        }
+        for child in children { child.send("go") }
+        done.wait()
+        // Give the compactor a last pass over what the clients left, then end the listeners.
+        Thread.sleep(forTimeInterval: 1.5)
+        try cache.put(key: endKey, data: Data())
+        try cache.remove(key: endKey)
+        for child in children { child.wait() }
+        compactor.signal(SIGTERM)
+        compactor.wait()
+
+        let statistics = try cache.statistics()
+        return try summarize(summaries.withLock { $0 }, statistics: statistics, printer: printer, directory: directory)
+    }
+
+    static let sizeLimit: UInt64 = 250_000
+}
+
+/// Turns children's lines into the live display.
+final class LinePrinter: @unchecked Sendable {
+    private let show: (String) -> Void
+    private let processNames: [Int32: String]
+    private let lock = NSLock()
+    private var evictedInPass = 0
+
+    init(show: @escaping (String) -> Void, processNames: [Int32: String]) {
+        self.show = show
+        self.processNames = processNames
+    }
+
+    func client(_ id: Int, _ line: String) {
+        let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+        let text: String
+        switch fields.first {
+        case "stored": text = "stored  \(fields[1])  \(formatBytes(UInt64(fields[2]) ?? 0))"
+        case "hit": text = "read    \(fields[1])  \(formatBytes(UInt64(fields[2]) ?? 0))"
+        case "miss": text = "missed  \(fields[1])"
+        case "removed": text = "removed \(fields[1])"
+        case "heard":
+            let remover = Int32(fields[3]).flatMap { processNames[$0] } ?? "process \(fields[3])"
+            text = "learned \(fields[1]) is gone (\(fields[2]), by \(remover))"
+        default: text = line
+        }
+        lock.withLock { show("[client \(id)] \(text)") }
+    }
+
+    /// The compactor logs with -d: "compactor: evicted HASH SIZE reason R" and "compactor: pass: …".
+    func compactor(_ line: String) {
+        let fields = line.split(separator: " ")
+        lock.withLock {
+            if fields.count >= 4, fields[1] == "evicted" {
+                evictedInPass += 1
+            } else if fields.count >= 2, fields[1] == "pass:" {
+                if evictedInPass > 0 { show("[compactor] evicted \(evictedInPass) entries to stay under the limit") }
+                evictedInPass = 0
+            }
+        }
+    }
+}

@@ -1,0 +1,52 @@
+import Foundation
+import SharedCache
+import SharedCacheCLI
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// journal: the records, and with --follow what other processes do as they do it.
+
+extension Command {
+    static let journal = Command(
+        name: "journal", synopsis: "[--follow]",
+        summary: """
+            Print the journal, one record per line: what every process stored, read (as recency) \
+            and removed, and why. With --follow, keep printing records as they are appended.
+            """,
+        options: [(.flag("-f", "--follow"), "keep running and print records as any process appends them")]
+    ) { invocation in
+        _ = try invocation.positional(0...0, "")
+        let cache = try invocation.cache()
+        let listing = cache.journalListing()
+        let terminal = invocation.terminal
+        let json = invocation.json
+        let print: @Sendable (JournalLine) -> Void = { line in
+            json ? terminal.printJSON(line) : terminal.print(line.text)
+        }
+        // Records retired before they could be read (a follower stopped for longer than the
+        // journal's retention) are said to be missing, never skipped in silence.
+        let gap: @Sendable (UInt64, UInt64) -> Void = { from, to in
+            terminal.warn(
+                "warning: records \(from) to \(to) were retired before they could be printed (this reader fell "
+                    + "behind the journal's retention); removals among them are not shown; continuing from \(to + 1)")
+            if json { terminal.printJSON(JournalGapJSON(from: from, to: to)) }
+        }
+        try listing.readAvailable(print, gap: gap)
+        guard invocation.arguments.has("-f") else { return .success }
+        // Follow until killed: every append wakes a read of what is new.
+        signal(SIGPIPE, SIG_DFL)
+        let subscription = cache.onJournalChange { try? listing.readAvailable(print, gap: gap) }
+        while true { withExtendedLifetime(subscription) { _ = sleep(3600) } }
+    }
+}
+
+/// What `journal --json` prints for records it could not read: `{"type":"gap","from":F,"to":T}`.
+struct JournalGapJSON: Encodable {
+    var type = "gap"
+    var from: UInt64
+    var to: UInt64
+}
