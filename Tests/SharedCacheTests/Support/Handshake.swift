@@ -12,3 +12,17 @@ func eventually(within timeout: Duration = .seconds(5), _ condition: () throws -
         Thread.sleep(forTimeInterval: 0.002)
     }
 }
+
+/// ``eventually(within:_:)`` for async tests: it waits with `Task.sleep`, so it never holds one
+/// of the cooperative pool's few threads (on 2 cores, two such waits would starve the very task
+/// they wait for).
+func eventually(
+    within timeout: Duration = .seconds(5), _ condition: () throws -> Bool
+) async throws -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while true {
+        if try condition() { return true }
+        if ContinuousClock.now >= deadline { return false }
+        try await Task.sleep(for: .milliseconds(2))
+    }
+}
