@@ -60,6 +60,12 @@ let package = Package(
             dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI"],
             path: "Tools/sharedcache-stress"
         ),
+        // Power loss: crash states built from recorded system calls, each opened and checked.
+        .executableTarget(
+            name: "sharedcache-crash",
+            dependencies: ["SharedCache", "SharedCacheEngine", "SharedCacheFormat", "SharedCachePlatform", "SharedCacheCLI"],
+            path: "Tools/sharedcache-crash"
+        ),
         // Spawned by the multi-process and crash tests: one process doing scripted cache work.
         .executableTarget(
             name: "sharedcache-test-worker",
@@ -71,7 +77,7 @@ let package = Package(
             dependencies: [
                 "SharedCache", "SharedCacheEngine", "SharedCacheFormat", "SharedCachePlatform", "SharedCacheCLI",
                 "sharedcache-test-worker", "sharedcache", "sharedcached",
-                "sharedcache-fuzz", "sharedcache-stress",
+                "sharedcache-fuzz", "sharedcache-stress", "sharedcache-crash",
             ]
         ),
     ],
