@@ -54,4 +54,19 @@ struct PowerLossTests {
         ])
         #expect(status == 0, "\(output)")
     }
+
+    /// A checkpoint creates the next journal segment by renaming a header written in `tmp/`
+    /// without replacing. Without a flush (`Durability.none`), ext4 may commit the rename and
+    /// not the header (auto_da_alloc only covers renames over a file), leaving an empty
+    /// segment: the directory then failed to open, and `verify --repair` failed the same way.
+    @Test(
+        "Crash states losing a new segment's header bytes open",
+        arguments: [("checkpoint", "ext4-ordered"), ("rotation", "weak")])
+    func segmentHeadersSurvive(workload: String, model: String) throws {
+        let (status, output) = try Self.check([
+            "--seed", "1", "--workload", workload, "--durability", "none", "--model", model,
+            "--losing", "tmp/segment", "--tools", "none", "--cap", "40",
+        ])
+        #expect(status == 0, "\(output)")
+    }
 }
