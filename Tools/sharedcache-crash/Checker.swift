@@ -107,9 +107,11 @@ struct Checker {
             }
         }
 
+        var read: [String: Data] = [:]
         for key in expectations.keys.sorted() {
             do {
                 let hit = try cache.get(key: key)
+                read[key] = hit?.data
                 var version: Int? = nil
                 if let hit {
                     version = (expectations.begun[key] ?? []).first { value(key, $0) == hit.data }
@@ -136,6 +138,18 @@ struct Checker {
             try cache.put(key: "probe", data: probe)
             if try cache.get(key: "probe")?.data != probe {
                 violations.append("a put after recovery did not read back")
+            }
+            // Recovery is done: a checkpoint, and a process opening the directory afresh, see
+            // exactly what was read before.
+            _ = try cache.checkpoint()
+            let reopened = try SharedCache(directory: root, configuration: configuration)
+            for key in expectations.keys.sorted() + ["probe"] {
+                let again = try reopened.get(key: key)?.data
+                if again != (key == "probe" ? probe : read[key]) {
+                    violations.append(
+                        "get(\(key)) after a checkpoint and a reopen read \(again?.count ?? -1) bytes, "
+                            + "not the \(read[key]?.count ?? -1) read before")
+                }
             }
         } catch {
             violations.append("recovery or use failed: \(error.message)")
