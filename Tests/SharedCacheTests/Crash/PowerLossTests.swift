@@ -24,6 +24,16 @@ struct PowerLossTests {
         return (process.terminationStatus, String(decoding: bytes, as: UTF8.self))
     }
 
+    @Test("A seeded sample of every workload's crash states breaks no rule")
+    func boundedSample() throws {
+        let seed = UInt64.random(in: 1...UInt64.max)
+        print("power-loss sample: seed \(seed)")
+        // Four states per workload, durability and model; the tool itself runs on every eighth.
+        let (status, output) = try Self.check(["--seed", "\(seed)", "--cap", "4", "--tools", "sample"])
+        #expect(status == 0, "seed \(seed):\n\(output)")
+        #expect(output.contains(" with violations"), "\(output)")
+    }
+
     // MARK: What the checker found
 
     /// A power loss tore the journal's last record. `verify --repair` truncated it, and then
