@@ -15,10 +15,15 @@ struct Workload: Sendable {
     var sizeLimit: UInt64 = 1 << 30
     /// How long checkpoints keep sealed segments: zero retires them at once.
     var journalRetention: Duration = .seconds(60)
-    var setup: @Sendable (Driver) throws -> Void
+    /// `nil`: the directory before the crash is empty, and the steps create the cache.
+    var setup: (@Sendable (Driver) throws -> Void)?
     var steps: @Sendable (Driver) throws -> Void
 
     static let all: [Workload] = [
+        Workload(
+            name: "create", summary: "a cache created in an empty directory, then a put",
+            setup: nil,
+            steps: { d in try d.put("k1", 1) }),
         Workload(
             name: "put-remove", summary: "puts, a superseding put, a remove",
             setup: { d in
