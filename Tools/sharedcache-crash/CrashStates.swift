@@ -164,6 +164,18 @@ struct CrashStateGenerator {
                 states.append(CrashState(point: point, dropped: (Array(metadata[cut...]) + data).sorted(), tear: nil))
             }
             states.append(CrashState(point: point, dropped: data, tear: nil))
+            // Two deviations: the names cut before a rename or unlink (the steps that publish
+            // or retire), and one file's pending data lost while every other file's arrived.
+            for cut in metadata.indices {
+                switch operations[metadata[cut]] {
+                case .rename, .unlink: break
+                default: continue
+                }
+                for (_, writes) in writesByInode.sorted(by: { $0.key < $1.key }) {
+                    states.append(
+                        CrashState(point: point, dropped: (Array(metadata[cut...]) + writes).sorted(), tear: nil))
+                }
+            }
             // One file's data behind: each prefix of its pending writes, and each write cut at a page.
             for (_, writes) in writesByInode.sorted(by: { $0.key < $1.key }) {
                 for kept in writes.indices {
