@@ -291,7 +291,10 @@ package final class LiveIndex {
     /// caller holds the append lock and the directory lock.
     package func seal(durable: Bool) throws -> (index: Index, generation: UInt64, lastSequence: UInt64) {
         let next = cursor.segment.generation + 1
-        try cursor.append([.sealed(nextGeneration: next)], durable: durable)
+        // Flushed whatever `durable` says, before the next segment exists: a power loss must
+        // never keep segment G+1 (and what is appended to it) while losing the seal naming it,
+        // or the next checkpoint would seal G again and find a G+1 that follows another seal.
+        try cursor.append([.sealed(nextGeneration: next)], durable: true)
         apply(.sealed(nextGeneration: next), sequence: cursor.lastSequence)
         try JournalSegment.create(next, firstSequence: cursor.lastSequence + 1, in: directory, durable: durable)
         let snapshot = index
