@@ -95,4 +95,41 @@ struct PowerLossTests {
         ])
         #expect(status == 0, "\(output)")
     }
+
+    /// Under the weak model (directory entries of `journal/` unflushed with `Durability.none`),
+    /// a power loss after two checkpoints kept segment 3 and the old manifest (generation 1)
+    /// but lost segment 2's name. Opening read segment 1 to its seal, found 2 missing while a
+    /// newer one existed, and read the manifest again, forever: every process, the tool's
+    /// `verify --repair` included, spun. Found by `--full --seed 20261123` (rotation, none,
+    /// weak). The opener now rebuilds a manifest whose journal keeps leading to a missing
+    /// segment, as it did for one that names a missing segment.
+    @Test("A manifest whose journal leads through a seal to a missing segment is rebuilt, not looped on")
+    func staleManifestLeadingToAMissingSegment() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory("cache")
+        let cache = try SharedCache(directory: path, configuration: Configuration(journalRetention: .seconds(3600)))
+        let firstManifest = try Data(contentsOf: URL(fileURLWithPath: "\(path)/manifest"))
+        try cache.put(key: "a", data: Data("a".utf8))
+        try cache.checkpoint()
+        try cache.put(key: "b", data: Data("b".utf8))
+        try cache.checkpoint()
+        try firstManifest.write(to: URL(fileURLWithPath: "\(path)/manifest"))
+        try FileManager.default.removeItem(atPath: "\(path)/journal/0000000000000002")
+
+        // In a process of its own, so that a regression fails here instead of hanging the suite.
+        let (process, output, errors) = try Tool.admin.start(["--dir", path, "verify", "--repair"])
+        let finished = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in finished.signal() }
+        let errorText = Worker.BackgroundRead(errors.fileHandleForReading)
+        let outputText = Worker.BackgroundRead(output.fileHandleForReading)
+        if process.isRunning && finished.wait(timeout: .now() + 60) == .timedOut {
+            process.terminate()
+            Issue.record("`sharedcache verify --repair` did not finish in 60 s")
+            return
+        }
+        let printed = String(decoding: outputText.wait() + errorText.wait(), as: UTF8.self)
+        #expect(process.terminationStatus == 0, "\(printed)")
+        #expect(printed.contains("rebuiltManifest"), "\(printed)")
+        #expect(try SharedCache(directory: path).verify().isClean)
+    }
 }
