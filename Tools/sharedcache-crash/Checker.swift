@@ -183,9 +183,14 @@ func run(_ path: String, _ arguments: [String], environment: [String: String] = 
     } catch {
         return (-1, "\(error)")
     }
+    runningChild = process.processIdentifier
+    defer { runningChild = 0 }
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     return (
         process.terminationStatus, String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     )
 }
+
+/// The program ``run(_:_:environment:)`` waits for, for the hang handler to kill; 0 when none.
+nonisolated(unsafe) var runningChild: Int32 = 0

@@ -167,6 +167,18 @@ func seed(_ seed: UInt64, for parts: String...) -> UInt64 {
     return hash
 }
 
+// A state that hangs (an opener looping, a tool spinning) must fail the run, not stall it: each
+// state arms alarm(2); the handler names the state, kills the tool it waits for and exits.
+nonisolated(unsafe) let hangMessage = UnsafeMutablePointer<CChar>.allocate(capacity: 1024)
+hangMessage.initialize(repeating: 0, count: 1024)
+signal(SIGALRM) { _ in
+    if runningChild != 0 { kill(runningChild, SIGKILL) }
+    _ = write(2, hangMessage, strlen(hangMessage))
+    _exit(2)
+}
+/// Seconds a state may take, tool runs included.
+let stateTimeLimit: UInt32 = 120
+
 struct Row {
     var workload: String
     var durability: String
@@ -240,6 +252,14 @@ for workload in workloads {
                 for case .note(let text) in recording.operations[..<state.point] { expectations.read(text) }
                 let path = "\(directory)/state-\(stateNumber)"
                 if verbose || replayState != nil { print("state \(stateNumber): \(state.describe(recording))") }
+                let filter = losing.map { " --losing \($0)" } ?? ""
+                let replay =
+                    "--seed \(seed) --workload \(workload.name) --durability \(durabilityName) "
+                    + "--model \(model.rawValue)\(filter) --cap \(cap)\(full ? " --full" : "") --state \(stateNumber)"
+                _ = "sharedcache-crash: HANG: a state did not finish in \(stateTimeLimit) s (replay: \(replay))\n"
+                    .withCString { strncpy(hangMessage, $0, 1023) }
+                alarm(stateTimeLimit)
+                defer { alarm(0) }
                 toolCountdown -= 1
                 let runTool = tools == "every" || (tools == "sample" && toolCountdown == 0)
                 if toolCountdown == 0 { toolCountdown = 8 }
