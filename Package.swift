@@ -68,6 +68,15 @@ let package = Package(
             dependencies: ["SharedCache", "SharedCachePlatform", "SharedCacheCLI", "SharedCacheTestSupport"],
             path: "Tools/sharedcache-stress"
         ),
+        // Power loss: crash states built from recorded system calls, each opened and checked.
+        .executableTarget(
+            name: "sharedcache-crash",
+            dependencies: [
+                "SharedCache", "SharedCacheEngine", "SharedCacheFormat", "SharedCachePlatform", "SharedCacheCLI",
+                "SharedCacheTestSupport",
+            ],
+            path: "Tools/sharedcache-crash"
+        ),
         // Spawned by the multi-process and crash tests: one process doing scripted cache work.
         .executableTarget(
             name: "sharedcache-test-worker",
@@ -80,7 +89,7 @@ let package = Package(
                 "SharedCache", "SharedCacheEngine", "SharedCacheFormat", "SharedCachePlatform", "SharedCacheCLI",
                 "SharedCacheTestSupport",
                 "sharedcache-test-worker", "sharedcache", "sharedcached",
-                "sharedcache-fuzz", "sharedcache-stress",
+                "sharedcache-fuzz", "sharedcache-stress", "sharedcache-crash",
             ]
         ),
     ],

@@ -24,6 +24,9 @@ extension System {
         _ = try retryingInterrupts("renameatx_np", path: to) {
             renameatx_np(directory, from, directory, to, UInt32(RENAME_EXCL))
         }
+        #if DEBUG
+        if Recorder.isArmed { Recorder.renamed(at: directory, from, to: to, replacing: false) }
+        #endif
     }
 
     /// Flushes a file's data to stable storage. Darwin's fsync(2) only reaches the drive's
@@ -43,6 +46,9 @@ extension System {
             guard error.errno == ENOTSUP || error.errno == EINVAL else { throw error }
             _ = try retryingInterrupts("fsync") { fsync(descriptor) }
         }
+        #if DEBUG
+        if Recorder.isArmed { Recorder.synchronized(descriptor, dataOnly: false) }
+        #endif
     }
 
     /// A pipe whose ends close on exec. Darwin has no `pipe2`, so `FD_CLOEXEC` is set right

@@ -28,9 +28,15 @@ extension System {
     static func renameWithoutReplacing(at directory: Int32, _ from: String, to: String) throws(SystemError) {
         do {
             _ = try retryingInterrupts("renameat2", path: to) { scs_rename_noreplace(directory, from, directory, to) }
+            #if DEBUG
+            if Recorder.isArmed { Recorder.renamed(at: directory, from, to: to, replacing: false) }
+            #endif
         } catch {
             guard error.errno == EINVAL || error.errno == ENOSYS else { throw error }
             _ = try retryingInterrupts("linkat", path: to) { linkat(directory, from, directory, to, 0) }
+            #if DEBUG
+            if Recorder.isArmed { Recorder.linked(at: directory, from, to: to) }
+            #endif
             try? remove(at: directory, from)
         }
     }
@@ -57,11 +63,17 @@ extension System {
     /// The C function is `fdatasync`.
     static func synchronizeData(_ descriptor: Int32) throws(SystemError) {
         _ = try retryingInterrupts("fdatasync") { fdatasync(descriptor) }
+        #if DEBUG
+        if Recorder.isArmed { Recorder.synchronized(descriptor, dataOnly: true) }
+        #endif
     }
 
     /// Flushes a file or directory, metadata included. The C function is `fsync`.
     static func synchronize(_ descriptor: Int32) throws(SystemError) {
         _ = try retryingInterrupts("fsync") { fsync(descriptor) }
+        #if DEBUG
+        if Recorder.isArmed { Recorder.synchronized(descriptor, dataOnly: false) }
+        #endif
     }
 
     /// What kind of filesystem the open file or directory is on. The C function is `fstatfs`.

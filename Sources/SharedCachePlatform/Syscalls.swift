@@ -45,18 +45,24 @@ package enum System {
     static func open(
         at directory: Int32, _ path: String, flags: Int32, mode: mode_t = 0
     ) throws(SystemError) -> FileDescriptor {
-        FileDescriptor(
-            owning: try retryingInterrupts("openat", path: path) { openat(directory, path, flags | O_CLOEXEC, mode) })
+        let raw = try retryingInterrupts("openat", path: path) { openat(directory, path, flags | O_CLOEXEC, mode) }
+        #if DEBUG
+        if Recorder.isArmed { Recorder.opened(raw, at: directory, path, flags: flags) }
+        #endif
+        return FileDescriptor(owning: raw)
     }
 
     /// Opens a path given as a NUL-terminated buffer, the allocation-free form the hot path uses.
     static func open(
         at directory: Int32, cString path: UnsafePointer<CChar>, flags: Int32, mode: mode_t = 0
     ) throws(SystemError) -> FileDescriptor {
-        FileDescriptor(
-            owning: try retryingInterrupts("openat", path: String(cString: path)) {
-                openat(directory, path, flags | O_CLOEXEC, mode)
-            })
+        let raw = try retryingInterrupts("openat", path: String(cString: path)) {
+            openat(directory, path, flags | O_CLOEXEC, mode)
+        }
+        #if DEBUG
+        if Recorder.isArmed { Recorder.opened(raw, at: directory, String(cString: path), flags: flags) }
+        #endif
+        return FileDescriptor(owning: raw)
     }
 
     /// A descriptor of its own for an inherited one (standard input or output), closing on
@@ -67,6 +73,9 @@ package enum System {
 
     /// Closes a descriptor, never retrying. The C function is `close`.
     static func close(_ descriptor: Int32) {
+        #if DEBUG
+        if Recorder.isArmed { Recorder.closing(descriptor) }
+        #endif
         let result = Glibc_or_Darwin_close(descriptor)
         precondition(result == 0 || errno != EBADF, "SharedCache closed a descriptor twice")
     }
@@ -102,7 +111,11 @@ package enum System {
         #if DEBUG
         if Failpoint.isArmed, let shortened = Failpoint.shortWrite("write", requested: count) { count = shortened }
         #endif
-        return try retryingInterrupts("write") { Glibc_or_Darwin_write(descriptor, buffer.baseAddress, count) }
+        let written = try retryingInterrupts("write") { Glibc_or_Darwin_write(descriptor, buffer.baseAddress, count) }
+        #if DEBUG
+        if Recorder.isArmed { Recorder.wrote(descriptor, count: written, [buffer]) }
+        #endif
+        return written
     }
 
     /// Writes the buffers in order with one call. The C function is `writev`.
@@ -112,10 +125,18 @@ package enum System {
         if Failpoint.isArmed, let first = vectors.first,
             let shortened = Failpoint.shortWrite("writev", requested: first.iov_len)
         {
-            return try retryingInterrupts("writev") { Glibc_or_Darwin_write(descriptor, first.iov_base, shortened) }
+            let written = try retryingInterrupts("writev") {
+                Glibc_or_Darwin_write(descriptor, first.iov_base, shortened)
+            }
+            if Recorder.isArmed { Recorder.wrote(descriptor, count: written, vectors: vectors) }
+            return written
         }
         #endif
-        return try retryingInterrupts("writev") { writev(descriptor, vectors.baseAddress, Int32(vectors.count)) }
+        let written = try retryingInterrupts("writev") { writev(descriptor, vectors.baseAddress, Int32(vectors.count)) }
+        #if DEBUG
+        if Recorder.isArmed { Recorder.wrote(descriptor, count: written, vectors: vectors) }
+        #endif
+        return written
     }
 
     /// Status of an open descriptor. The C function is `fstat`.
@@ -143,6 +164,9 @@ package enum System {
     /// Truncates an open file to `length` bytes. The C function is `ftruncate`.
     static func truncate(_ descriptor: Int32, to length: Int64) throws(SystemError) {
         _ = try retryingInterrupts("ftruncate") { ftruncate(descriptor, off_t(length)) }
+        #if DEBUG
+        if Recorder.isArmed { Recorder.truncated(descriptor, to: length) }
+        #endif
     }
 
     /// Applies or removes an advisory whole-file lock. The C function is `flock`.
@@ -177,6 +201,9 @@ package enum System {
     /// Creates a directory. The C function is `mkdirat`.
     static func makeDirectory(at directory: Int32, _ path: String, mode: mode_t) throws(SystemError) {
         _ = try retryingInterrupts("mkdirat", path: path) { mkdirat(directory, path, mode) }
+        #if DEBUG
+        if Recorder.isArmed { Recorder.madeDirectory(at: directory, path) }
+        #endif
     }
 
     /// Creates a directory at an absolute or working-directory-relative path. The C function is `mkdirat`.
@@ -189,6 +216,9 @@ package enum System {
         _ = try retryingInterrupts("unlinkat", path: path) {
             unlinkat(directory, path, isDirectory ? AT_REMOVEDIR : 0)
         }
+        #if DEBUG
+        if Recorder.isArmed { Recorder.removed(at: directory, path, isDirectory: isDirectory) }
+        #endif
     }
 
     /// Renames an absolute or working-directory-relative path, replacing any existing `to`.
@@ -205,6 +235,9 @@ package enum System {
     /// Atomically renames, replacing any existing `to`. The C function is `renameat`.
     static func rename(at directory: Int32, _ from: String, to: String) throws(SystemError) {
         _ = try retryingInterrupts("renameat", path: to) { renameat(directory, from, directory, to) }
+        #if DEBUG
+        if Recorder.isArmed { Recorder.renamed(at: directory, from, to: to, replacing: true) }
+        #endif
     }
 
     /// Calls `body` with the name and `d_type` of each entry of the directory at `path` but "."

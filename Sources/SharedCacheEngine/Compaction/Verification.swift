@@ -63,11 +63,14 @@ extension CacheEngine {
                         kind: .rebuiltManifest, path: CacheDirectory.manifestFile,
                         detail: "was missing or corrupt; rebuilt from the blobs when opened", repaired: true))
             }
-            let (entries, corruptionStops) = try withState { state in
+            // Whether reading stops at a damaged record now: the count of stops is this
+            // process's history, and a repair earlier in it may have truncated the damage.
+            let (entries, stopsAtDamage) = try withState { state in
+                let stopsBefore = state.live.corruptionStops
                 try state.live.refresh()
-                return (state.live.index, state.live.corruptionStops)
+                return (state.live.index, state.live.corruptionStops > stopsBefore)
             }
-            if corruptionStops > 0 {
+            if stopsAtDamage {
                 if repair { try commit { _ in ([], ()) } }  // appending truncates a damaged tail
                 report.problems.append(
                     .init(

@@ -64,23 +64,36 @@ package final class LiveIndex {
         _ directory: CacheDirectory, bodies: any BodyStore, lock: DirectoryLock, timeout: Duration, durable: Bool
     ) throws -> (LiveIndex, rebuilt: Bool) {
         var rebuilt = false
-        var missingSegments = 0
+        var lostPositions = 0
+        // The manifest named, or its journal led through a seal to, a segment that is gone.
+        // Retired by a checkpoint since we read the manifest: read the new one. If it keeps
+        // happening, the manifest is stale (a power loss restored an old manifest, or kept a
+        // newer segment while losing the one between): rebuild, once.
+        func lostPosition() throws {
+            lostPositions += 1
+            if lostPositions == 3 {
+                try rebuild(directory, bodies: bodies, lock: lock, timeout: timeout, durable: durable, force: true)
+                rebuilt = true
+            } else if lostPositions > 6 {
+                throw SharedCacheError(
+                    .corruptData,
+                    "the journal of \(directory.path) leads to segments that do not exist, even after rebuilding "
+                        + "its manifest; remove the directory to start over",
+                    path: directory.path)
+            }
+        }
         while true {
             switch try ManifestFile.read(in: directory) {
             case .valid(let header, let index):
                 guard let segment = try JournalSegment.open(header.generation, in: directory) else {
-                    // Retired by a checkpoint since we read the manifest: read the new one. If the
-                    // manifest keeps naming a segment that is gone, it is stale (a power loss
-                    // restored an old manifest): rebuild.
-                    missingSegments += 1
-                    if missingSegments >= 3 {
-                        try rebuild(directory, bodies: bodies, lock: lock, timeout: timeout, durable: durable, force: true)
-                        rebuilt = true
-                    }
+                    try lostPosition()
                     continue
                 }
                 let live = LiveIndex(directory: directory, index: index, cursor: cursor(segment, after: header))
-                if try live.advance(repairing: false) == .mustResynchronize { continue }
+                if try live.advance(repairing: false) == .mustResynchronize {
+                    try lostPosition()
+                    continue
+                }
                 return (live, rebuilt)
             case .missing, .corrupt:
                 try rebuild(directory, bodies: bodies, lock: lock, timeout: timeout, durable: durable, force: false)
@@ -316,7 +329,10 @@ package final class LiveIndex {
     /// caller holds the append lock and the directory lock.
     package func seal(durable: Bool) throws -> (index: Index, generation: UInt64, lastSequence: UInt64) {
         let next = cursor.segment.generation + 1
-        try cursor.append([.sealed(nextGeneration: next)], durable: durable)
+        // Flushed whatever `durable` says, before the next segment exists: a power loss must
+        // never keep segment G+1 (and what is appended to it) while losing the seal naming it,
+        // or the next checkpoint would seal G again and find a G+1 that follows another seal.
+        try cursor.append([.sealed(nextGeneration: next)], durable: true)
         publishJournalEnd()
         apply(.sealed(nextGeneration: next), sequence: cursor.lastSequence)
         try JournalSegment.create(next, firstSequence: cursor.lastSequence + 1, in: directory, durable: durable)

@@ -69,8 +69,12 @@ package final class JournalSegment {
     /// Creates a segment unless it already exists (another process may have created it first;
     /// the contents would be identical).
     ///
-    /// The header is written to `tmp/` and renamed into place without replacing, so a segment
-    /// never exists without its whole header.
+    /// The header is written to `tmp/`, flushed, and renamed into place without replacing, so
+    /// a segment never exists without its whole header, even after a power loss. The flush is
+    /// made whatever `durable` says: a rename without replacing brings no data with it on ext4
+    /// (`auto_da_alloc` covers renames over a file), and a segment left empty would make the
+    /// directory unreadable. It costs one `fdatasync` per checkpoint. `durable` adds the
+    /// directory's flush, which makes the new name itself survive.
     package static func create(
         _ generation: UInt64, firstSequence: UInt64, in directory: CacheDirectory, durable: Bool
     ) throws {
@@ -78,7 +82,7 @@ package final class JournalSegment {
         let bytes = SegmentHeader(generation: generation, firstSequence: firstSequence).encoded()
         do {
             try directory.publishNewFile(
-                purpose: "segment", durable: durable,
+                purpose: "segment", durable: true,
                 write: { file in try bytes.withUnsafeBytes { try file.writeAll($0) } },
                 publish: { temporary in
                     try directory.renameWithoutReplacing(temporary, to: name)
