@@ -19,18 +19,18 @@ extension CacheDirectory {
     /// Makes the reserve unless it is there; best effort (a full disk cannot give it).
     package func keepReserve() {
         guard (try? status(of: Self.reserveFile)) == .some(nil) else { return }
-        let temporary = "\(Self.reserveFile).partial.\(UniqueNames.processID)"
-        do {
-            let file = try open(temporary, flags: O_WRONLY | O_CREAT | O_EXCL)
-            let zeros = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
-            defer { zeros.deallocate() }
-            zeros.initializeMemory(as: UInt8.self, repeating: 0)
-            // Written, not truncated to size: a sparse file would reserve nothing.
-            for _ in 0..<(Self.reserveSize / zeros.count) { try file.writeAll(UnsafeRawBufferPointer(zeros)) }
-            try renameWithoutReplacing(temporary, to: Self.reserveFile)
-        } catch {
-            try? removeFile(temporary)
-        }
+        // Written in tmp/ and renamed into place, so a crash halfway leaves nothing in the
+        // root that an opener would take for a foreign file.
+        _ = try? publishNewFile(
+            purpose: Self.reserveFile, durable: false,
+            write: { file in
+                let zeros = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
+                defer { zeros.deallocate() }
+                zeros.initializeMemory(as: UInt8.self, repeating: 0)
+                // Written, not truncated to size: a sparse file would reserve nothing.
+                for _ in 0..<(Self.reserveSize / zeros.count) { try file.writeAll(UnsafeRawBufferPointer(zeros)) }
+            },
+            publish: { temporary in try renameWithoutReplacing(temporary, to: Self.reserveFile) })
     }
 
     /// Gives the reserve back to the filesystem; whether there was one to give.
