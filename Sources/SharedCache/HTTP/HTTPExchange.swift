@@ -75,7 +75,7 @@ struct HTTPExchange: Sendable {
     private func retrieve(headOnly: Bool) async throws -> FetchResult {
         let directives = directives
         let primaryKey = CacheEngine.cacheKey(for: url)
-        let (cache, request) = (cache, request)
+        let cache = cache
         var lookup = try await lookUp(primaryKey)
         if let candidate = lookup.candidate, !options.forceRefresh, isFresh(candidate, for: directives) {
             if let body = try await read(candidate) {
