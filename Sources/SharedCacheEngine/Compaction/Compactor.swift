@@ -192,10 +192,22 @@ package final class Compactor: Sendable {
     }
 
     /// Journals the removal of each victim still current, in one append; returns those.
+    ///
+    /// Each record carries the victim's key, read from its blob's header before the journal's
+    /// append lock is taken (one `pread` per victim, none under the lock), so that subscribers
+    /// hear which key went, not only its hash. A victim whose header cannot be read is
+    /// journaled without its key.
     private func journalEvictions(_ batch: ArraySlice<EvictionPlan.Victim>) throws(SharedCacheError)
         -> [EvictionPlan.Victim]
     {
-        try cache.directory.perform("journaling evictions") {
+        let keys = Dictionary(
+            batch.compactMap { victim in
+                (try? cache.bodies.readHeader(victim.hash, at: victim.entry.location)).flatMap { header in
+                    header.map { (victim.hash, $0.key) }
+                }
+            },
+            uniquingKeysWith: { first, _ in first })
+        return try cache.directory.perform("journaling evictions") {
             try cache.commit { index -> ([JournalRecord], [EvictionPlan.Victim]) in
                 // Another process may have replaced or removed an entry since the plan.
                 let current = batch.filter { index[$0.hash]?.location == $0.entry.location }
@@ -203,7 +215,7 @@ package final class Compactor: Sendable {
                     JournalRecord.removed(
                         RemovedRecord(
                             hash: victim.hash, location: victim.entry.location, reason: victim.reason,
-                            remover: .current))
+                            remover: .current, key: keys[victim.hash]))
                 }
                 return (records, current)
             }

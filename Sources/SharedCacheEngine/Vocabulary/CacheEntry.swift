@@ -69,6 +69,19 @@ public struct CacheEntry: Sendable, Hashable {
         expiresAt = header.expiresAt == .max ? nil : Date(millisecondsSince1970: header.expiresAt)
         attributes = header.attributes
     }
+
+    package init(
+        key: String, hash: KeyHash, size: UInt64, etag: String?, lastModified: String?, storedAt: Date, expiresAt: Date?
+    ) {
+        self.key = key
+        self.hash = hash
+        self.size = size
+        self.etag = etag
+        self.lastModified = lastModified
+        self.storedAt = storedAt
+        self.expiresAt = expiresAt
+        self.attributes = []
+    }
 }
 
 /// A body read from the cache, with its metadata.
