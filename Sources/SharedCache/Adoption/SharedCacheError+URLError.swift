@@ -33,8 +33,8 @@ extension SharedCacheError {
                 code = .unknown
                 break
             }
-            // The transport's own error, as URLSession said it, with this one beneath it.
-            for (key, value) in transport.userInfo where userInfo[key] == nil || key == NSLocalizedDescriptionKey {
+            // The transport's own code and details, with this error beneath and its message on top.
+            for (key, value) in transport.userInfo where userInfo[key] == nil {
                 userInfo[key] = value
             }
             userInfo[NSUnderlyingErrorKey] = self

@@ -159,11 +159,41 @@ struct TransportFailure: Error {
         if underlying is CancellationError || (underlying as? URLError)?.code == .cancelled {
             error = .cancelled(what)
         } else {
-            let reason = (underlying as? URLError)?.localizedDescription ?? "\(underlying)"
-            error = SharedCacheError(.network, "\(what) failed: \(reason); check the network and the URL")
+            let reason = (underlying as? URLError).map(Self.reason) ?? "\(underlying)"
+            error = SharedCacheError(.network, "\(what) failed: \(reason)")
         }
         error.underlyingError = underlying
         return error
+    }
+}
+
+extension TransportFailure {
+    /// What a URLError means and what to do, in words (Foundation's own description is, on
+    /// Linux, "The operation could not be completed. (NSURLErrorDomain error -1004.)").
+    static func reason(_ error: URLError) -> String {
+        switch error.code {
+        case .cannotConnectToHost:
+            return "could not connect to the server (nothing listens there, or it refused); check the host and port"
+        case .cannotFindHost, .dnsLookupFailed:
+            return "the host name was not found; check the URL and the DNS"
+        case .notConnectedToInternet, .networkConnectionLost, .dataNotAllowed, .internationalRoamingOff:
+            return "the network is not available; try again once connected"
+        case .timedOut:
+            return "the server did not answer in time; try again later"
+        case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
+            .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected,
+            .clientCertificateRequired:
+            return "the TLS connection failed (URLError \(error.code.rawValue)); check the server's certificate"
+        case .badServerResponse, .cannotParseResponse, .cannotDecodeRawData, .cannotDecodeContentData,
+            .zeroByteResource:
+            return "the server sent a response that could not be read (URLError \(error.code.rawValue))"
+        case .httpTooManyRedirects, .redirectToNonExistentLocation:
+            return "the server's redirects do not end; check the URL"
+        case .unsupportedURL, .badURL:
+            return "the URL is not one URLSession can load; check it"
+        default:
+            return "URLError \(error.code.rawValue); check the network and the URL"
+        }
     }
 }
 
