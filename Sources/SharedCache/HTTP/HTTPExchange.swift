@@ -74,7 +74,7 @@ struct HTTPExchange: Sendable {
 
     private func retrieve(headOnly: Bool) async throws -> FetchResult {
         let directives = directives
-        let primaryKey = CacheEngine.cacheKey(for: url)
+        let primaryKey = options.cacheKey ?? CacheEngine.cacheKey(for: url)
         let cache = cache
         var lookup = try await lookUp(primaryKey)
         if let candidate = lookup.candidate, !options.forceRefresh, isFresh(candidate, for: directives) {
@@ -484,8 +484,11 @@ struct HTTPExchange: Sendable {
                     response.headers[name].flatMap { URL(string: $0, relativeTo: url)?.absoluteURL }
                         .flatMap { $0.host == url.host && $0.scheme == url.scheme && $0.port == url.port ? $0 : nil }
                 }
-            let cache = cache
-            try await cache.offPool { for target in targets { try cache.invalidate(target) } }
+            let (cache, customKey) = (cache, options.cacheKey)
+            try await cache.offPool {
+                for target in targets { try cache.invalidate(target) }
+                if let customKey { try cache.invalidate(primaryKey: customKey) }
+            }
         }
         var status = CacheStatus(forward: .method)
         status.forwardStatus = response.status

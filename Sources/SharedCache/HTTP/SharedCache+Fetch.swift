@@ -33,12 +33,27 @@ public struct FetchOptions: Sendable, Hashable {
     /// (it shows one every second while it fetches) before sending this fetch's own request: a
     /// stopped or hung holder is passed after this, not after ``waitTimeout``.
     public var stalledFetchTimeout: Duration
+    /// The key to store and look up the response under, instead of the URL
+    /// (``SharedCache/cacheKey(for:)``): for URLs that change while naming the same thing, as a
+    /// signed CDN URL whose query carries an expiring token does. Kingfisher's
+    /// `ImageResource(downloadURL:cacheKey:)`, across processes.
+    ///
+    /// ```swift
+    /// let stable = "avatar/\(userID)"
+    /// let result = try await cache.fetch(URLRequest(url: signedURL), options: FetchOptions(cacheKey: stable))
+    /// ```
+    ///
+    /// Every process that fetches with the same key shares the entry, its validators and its
+    /// one-download-at-a-time lock. An unsafe request (POST, …) with this option invalidates
+    /// the entry under the key as well as its URL's.
+    public var cacheKey: String?
 
     public init(
         forceRefresh: Bool = false, onlyFromCache: Bool = false, staleIfError: Bool = false,
         heuristicFreshness: Bool = true, heuristicFreshnessLimit: Duration = .seconds(86_400),
-        waitTimeout: Duration = .seconds(60), stalledFetchTimeout: Duration = .seconds(5)
+        waitTimeout: Duration = .seconds(60), stalledFetchTimeout: Duration = .seconds(5), cacheKey: String? = nil
     ) {
+        self.cacheKey = cacheKey
         self.stalledFetchTimeout = stalledFetchTimeout
         self.forceRefresh = forceRefresh
         self.onlyFromCache = onlyFromCache

@@ -43,10 +43,14 @@ public struct CompactionOptions: Sendable, Hashable {
     public var dryRun: Bool
     /// Also look through every blob file for ones no entry refers to. Costs a directory scan.
     public var sweepOrphans: Bool
+    /// Evict expired entries only, however far over its limits the directory is (Kingfisher's
+    /// `cleanExpiredDiskCache`, across processes).
+    public var expiredOnly: Bool
 
-    public init(dryRun: Bool = false, sweepOrphans: Bool = true) {
+    public init(dryRun: Bool = false, sweepOrphans: Bool = true, expiredOnly: Bool = false) {
         self.dryRun = dryRun
         self.sweepOrphans = sweepOrphans
+        self.expiredOnly = expiredOnly
     }
 }
 
@@ -140,7 +144,8 @@ package final class Compactor: Sendable {
                 try state.live.refresh()
                 let index = state.live.index
                 let plan = EvictionPlan(
-                    index: index, now: now, sizeLimit: configuration.sizeLimit, entryLimit: configuration.entryLimit)
+                    index: index, now: now, sizeLimit: options.expiredOnly ? 0 : configuration.sizeLimit,
+                    entryLimit: options.expiredOnly ? 0 : configuration.entryLimit)
                 return (plan, index.count, index.totalBytes)
             }
         }
