@@ -48,6 +48,7 @@ public struct FetchOptions: Sendable, Hashable {
     /// the entry under the key as well as its URL's.
     public var cacheKey: String?
 
+    /// Options for one fetch; the defaults are a private cache by RFC 9111.
     public init(
         forceRefresh: Bool = false, onlyFromCache: Bool = false, staleIfError: Bool = false,
         heuristicFreshness: Bool = true, heuristicFreshnessLimit: Duration = .seconds(86_400),
@@ -86,11 +87,15 @@ public enum FetchSource: String, Sendable, Hashable, CustomStringConvertible {
 
 /// A response from ``SharedCache/fetch(_:options:transport:)``.
 public struct FetchResult: Sendable {
+    /// The body, whatever happened on the wire: a 304 is answered with the stored body.
     public var data: Data
+    /// The status as served: the stored response's (not 304) when the cache answered.
     public var status: Int
     /// The response headers as served: the stored ones (with `Age`) when the cache answered.
     public var headers: HTTPHeaders
+    /// The URL that answered, after any redirects.
     public var url: URL
+    /// Where the body came from: the cache, a revalidation, or the network.
     public var source: FetchSource
 
     /// This cache's RFC 9211 `Cache-Status` member, also the last `Cache-Status` field of

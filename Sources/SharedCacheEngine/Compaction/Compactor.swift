@@ -6,18 +6,27 @@ import SharedCachePlatform
 public struct CompactionReport: Sendable {
     /// One entry evicted (or to be evicted), and why.
     public struct Eviction: Sendable, Hashable {
+        /// The evicted entry's hash (its key is in the removal record).
         public var hash: KeyHash
+        /// Bytes of its body.
         public var size: UInt64
         /// ``RemovalReason/expired`` or ``RemovalReason/size``.
         public var reason: RemovalReason
+        /// When any process last read it (to the recency interval), or stored it.
         public var lastAccess: Date
+        /// When it expired or would have; `nil` for never.
         public var expiresAt: Date?
     }
 
+    /// Whether this was a dry run: nothing was changed.
     public var dryRun: Bool
+    /// Entries in the directory before the pass.
     public var entriesBefore: Int
+    /// Bytes of bodies before the pass.
     public var bytesBefore: UInt64
+    /// Entries after the pass (for a dry run, as they would be).
     public var entriesAfter: Int
+    /// Bytes of bodies after the pass (for a dry run, as they would be).
     public var bytesAfter: UInt64
     /// Oldest first: expired entries, then least recently used.
     public var evictions: [Eviction]
@@ -31,9 +40,12 @@ public struct CompactionReport: Sendable {
     public var blobsUnlinked: Int
     /// Whether a stop request ended the pass before it finished.
     public var stoppedEarly: Bool
+    /// How long the pass took.
     public var duration: Duration
 
+    /// How many entries went because they had expired.
     public var expiredCount: Int { evictions.count { $0.reason == .expired } }
+    /// How many entries went, least recently used first, to bring the directory under its limits.
     public var evictedForSpaceCount: Int { evictions.count { $0.reason == .size } }
 }
 
@@ -47,6 +59,7 @@ public struct CompactionOptions: Sendable, Hashable {
     /// `cleanExpiredDiskCache`, across processes).
     public var expiredOnly: Bool
 
+    /// Options for one pass; the defaults are what `sharedcached` does.
     public init(dryRun: Bool = false, sweepOrphans: Bool = true, expiredOnly: Bool = false) {
         self.dryRun = dryRun
         self.sweepOrphans = sweepOrphans

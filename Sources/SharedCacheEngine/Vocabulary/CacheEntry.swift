@@ -37,6 +37,7 @@ public struct EntryMetadata: Sendable, Hashable {
     /// Opaque bytes for layers built on the store (the HTTP client keeps response headers here).
     package var attributes: [UInt8]
 
+    /// Metadata for a put; all of it optional.
     public init(etag: String? = nil, lastModified: String? = nil, expiry: Expiry? = nil) {
         self.etag = etag
         self.lastModified = lastModified
@@ -47,13 +48,17 @@ public struct EntryMetadata: Sendable, Hashable {
 
 /// Everything known about a stored entry except its body.
 public struct CacheEntry: Sendable, Hashable {
+    /// The key the entry was stored under.
     public var key: String
     /// SHA-256 of the key: the entry's identity on disk and in removal notices.
     public var hash: KeyHash
     /// Bytes of the body.
     public var size: UInt64
+    /// The HTTP entity tag stored with the body, verbatim.
     public var etag: String?
+    /// The HTTP `Last-Modified` value stored with the body, verbatim.
     public var lastModified: String?
+    /// When the put that stored this version was made.
     public var storedAt: Date
     /// `nil` when the entry never expires.
     public var expiresAt: Date?
@@ -86,7 +91,9 @@ public struct CacheEntry: Sendable, Hashable {
 
 /// A body read from the cache, with its metadata.
 public struct CacheHit: Sendable {
+    /// The body: exactly the bytes one put stored, checked against their checksum.
     public var data: Data
+    /// The body's metadata.
     public var entry: CacheEntry
 
     package init(data: Data, entry: CacheEntry) {

@@ -43,6 +43,7 @@ public struct Configuration: Sendable, Hashable {
     /// The wall clock expiry is judged by: the system's, or a test's.
     package var clock: WallClock = .system
 
+    /// A configuration; every setting has the default described at its property.
     public init(
         sizeLimit: UInt64 = 1 << 30,
         entryLimit: UInt64 = 0,
