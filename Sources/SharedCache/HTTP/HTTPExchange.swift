@@ -231,7 +231,7 @@ struct HTTPExchange: Sendable {
                 status.ttl = revalidation.lifetime == .max ? Int64(Int32.max) : revalidation.lifetime / 1000
                 let result = FetchResult(
                     data: method == "HEAD" ? Data() : body, status: candidate.response.status, headers: served, url: url,
-                    source: .revalidated)
+                    source: .revalidated, cacheType: candidate.held != nil ? .memory : .disk)
                 return sliced(result, validators: revalidation.headers, status: status)
             }
             cache.count { $0.unconditionalRetries += 1 }
@@ -328,11 +328,15 @@ struct HTTPExchange: Sendable {
         }
         var headers = candidate.response.headers
         headers.set("Age", "\(candidate.age(at: now) / 1000)")
+        let cacheType: CacheType = candidate.held != nil ? .memory : .disk
         if source == .fresh || source == .stale, callerValidatorsMatch(candidate) {
-            return FetchResult(data: Data(), status: 304, headers: served(headers, status), url: url, source: source)
+            return FetchResult(
+                data: Data(), status: 304, headers: served(headers, status), url: url, source: source,
+                cacheType: cacheType)
         }
         let result = FetchResult(
-            data: headOnly ? Data() : body, status: candidate.response.status, headers: headers, url: url, source: source)
+            data: headOnly ? Data() : body, status: candidate.response.status, headers: headers, url: url, source: source,
+            cacheType: cacheType)
         return sliced(result, validators: candidate.response.headers, status: status)
     }
 

@@ -97,6 +97,9 @@ public struct FetchResult: Sendable {
     public var url: URL
     /// Where the body came from: the cache, a revalidation, or the network.
     public var source: FetchSource
+    /// Where the served body was found: ``CacheType/memory`` or ``CacheType/disk`` when the
+    /// cache answered (also after a 304), ``CacheType/none`` when it came from the network.
+    public var cacheType: CacheType = .none
 
     /// This cache's RFC 9211 `Cache-Status` member, also the last `Cache-Status` field of
     /// ``headers``: `SharedCache; hit; ttl=N`, `SharedCache; fwd=stale; fwd-status=304; ttl=N`,

@@ -21,7 +21,8 @@ final class StoredCandidate: @unchecked Sendable {
     let response: StoredResponse
     let etag: String?
     let lastModified: String?
-    private let held: CacheHit?
+    /// The memory tier's copy of this version, when it held one.
+    let held: CacheHit?
     private let pinned: (any PinnedBody)?
     private let cache: CacheEngine
 

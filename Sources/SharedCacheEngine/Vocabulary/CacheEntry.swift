@@ -89,16 +89,32 @@ public struct CacheEntry: Sendable, Hashable {
     }
 }
 
+/// Where a body was found (Kingfisher's `CacheType`).
+public enum CacheType: String, Sendable, Hashable, CustomStringConvertible {
+    /// Not in the cache: the body came from the network.
+    case none
+    /// This process's memory tier held a copy (checked against the journal-fed index first).
+    case memory
+    /// Read from the body's file in the directory.
+    case disk
+
+    /// `none`, `memory` or `disk`.
+    public var description: String { rawValue }
+}
+
 /// A body read from the cache, with its metadata.
 public struct CacheHit: Sendable {
     /// The body: exactly the bytes one put stored, checked against their checksum.
     public var data: Data
     /// The body's metadata.
     public var entry: CacheEntry
+    /// Where the body was found: ``CacheType/memory`` or ``CacheType/disk``.
+    public var cacheType: CacheType
 
-    package init(data: Data, entry: CacheEntry) {
+    package init(data: Data, entry: CacheEntry, cacheType: CacheType = .disk) {
         self.data = data
         self.entry = entry
+        self.cacheType = cacheType
     }
 }
 

@@ -2,7 +2,8 @@ import Foundation
 import Testing
 
 @testable import SharedCache
-import SharedCacheEngine
+@testable import SharedCacheEngine
+import SharedCacheFormat
 import SharedCachePlatform
 
 #if canImport(FoundationNetworking)
@@ -47,5 +48,55 @@ struct CacheGuideTests {
         #expect(removals.map(\.key) == ["short"] && removals.map(\.reason) == [.expired])
         // Over its entry limit, but nothing else expired: nothing else goes.
         #expect(try cache.entries().count == 4)
+    }
+
+    @Test func everyHitSaysWhereTheBodyWasFound() async throws {
+        let directory = try TemporaryDirectory()
+        let writer = try SharedCache(directory: directory("cache"))
+        let reader = try SharedCache(directory: directory("cache"))
+        let diskOnly = try SharedCache(directory: directory("cache"), configuration: Configuration(memoryCostLimit: 0))
+        try writer.put(key: "k", data: Data("body".utf8))
+        #expect(try writer.get(key: "k")?.cacheType == .memory)  // the put kept a copy
+        #expect(try reader.get(key: "k")?.cacheType == .disk)
+        #expect(try reader.get(key: "k")?.cacheType == .memory)
+        #expect(try diskOnly.get(key: "k")?.cacheType == .disk)
+        #expect(try diskOnly.get(key: "k")?.cacheType == .disk)
+
+        let origin = try Origin()
+        try origin.write("/fresh/a.txt", "a")
+        let request = URLRequest(url: origin.url("/fresh/a.txt"))
+        #expect(try await reader.fetch(request).cacheType == CacheType.none)
+        #expect(try await reader.fetch(request).cacheType == .memory)
+        #expect(try await diskOnly.fetch(request).cacheType == .disk)
+    }
+
+    static func hit(_ key: String, size: Int = 10) -> CacheHit {
+        CacheHit(
+            data: Data(count: size),
+            entry: CacheEntry(
+                key: key, hash: KeyHash(key: key), size: UInt64(size), etag: nil, lastModified: nil, storedAt: Date(),
+                expiresAt: nil))
+    }
+
+    @Test func theMemoryTierKeepsAtMostItsCountLimitMostRecentlyUsedFirst() {
+        var tier = MemoryTier(costLimit: 1 << 20, countLimit: 4)
+        let keys = (0..<10).map { "key\($0)" }
+        for (index, key) in keys.enumerated() {
+            tier.insert(Self.hit(key), for: KeyHash(key: key), at: BodyLocation(blobID: UInt64(index)))
+            #expect(tier.count <= 4)
+        }
+        #expect(tier.hit(KeyHash(key: "key9"), at: BodyLocation(blobID: 9)) != nil)
+        #expect(tier.hit(KeyHash(key: "key0"), at: BodyLocation(blobID: 0)) == nil)
+    }
+
+    @Test func aCopyUnusedForTheIdleExpiryIsDroppedAndEachUseRestartsIt() {
+        var tier = MemoryTier(costLimit: 1 << 20, idleExpiry: .seconds(1))
+        let (hash, location) = (KeyHash(key: "k"), BodyLocation(blobID: 1))
+        let second: UInt64 = 1_000_000_000
+        tier.insert(Self.hit("k"), for: hash, at: location, now: 0)
+        #expect(tier.hit(hash, at: location, now: second / 2)?.cacheType == .memory)
+        #expect(tier.hit(hash, at: location, now: second * 14 / 10) != nil)  // 0.9 s after the last use
+        #expect(tier.hit(hash, at: location, now: second * 3) == nil)  // 1.6 s after it
+        #expect(tier.isEmpty)
     }
 }
