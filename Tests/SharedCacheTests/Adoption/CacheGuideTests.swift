@@ -99,4 +99,26 @@ struct CacheGuideTests {
         #expect(tier.hit(hash, at: location, now: second * 3) == nil)  // 1.6 s after it
         #expect(tier.isEmpty)
     }
+
+    @Test func aReadCanExtendTheExpiryForEveryProcess() throws {
+        let directory = try TemporaryDirectory()
+        let offset = Locked<Int64>(0)
+        var configuration = Configuration()
+        configuration.clock = WallClock { Clock.nowMilliseconds() + offset.withLock { $0 } }
+        let reader = try SharedCache(directory: directory("cache"), configuration: configuration)
+        let other = try SharedCache(directory: directory("cache"), configuration: configuration)
+        let lifetime = EntryMetadata(expiry: .after(.seconds(10)))
+        try reader.put(key: "extended", data: Data("e".utf8), metadata: lifetime)
+        try reader.put(key: "plain", data: Data("p".utf8), metadata: lifetime)
+
+        offset.withLock { $0 = 8_000 }
+        let hit = try reader.get(key: "extended", extendingExpiry: .cacheTime)
+        #expect(hit?.data == Data("e".utf8))
+        #expect(try reader.get(key: "plain", extendingExpiry: .none) != nil)
+        offset.withLock { $0 = 15_000 }  // past the first 10 s, within 10 s of the read
+        #expect(try other.get(key: "extended")?.data == Data("e".utf8))
+        #expect(try other.get(key: "plain") == nil)
+        offset.withLock { $0 = 30_000 }
+        #expect(try other.get(key: "extended") == nil)
+    }
 }
