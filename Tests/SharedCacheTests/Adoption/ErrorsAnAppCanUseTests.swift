@@ -19,9 +19,9 @@ struct ErrorsAnAppCanUseTests {
     }
 
     @Test func aFetchCancelledMidBodyIsCancelledAndACatchCanNameTheCode() async throws {
-        try origin.write("/slow/movie.bin", Data(count: 3_000_000))
+        try origin.write("/stall/movie.bin", Data(count: 3_000_000))  // 30 s at 100 KB/s
         let cache = try SharedCache(directory: directory("cache"))
-        let url = origin.url("/slow/movie.bin")
+        let url = origin.url("/stall/movie.bin")
         let task = Task { () -> String in
             do {
                 _ = try await cache.fetch(URLRequest(url: url))
