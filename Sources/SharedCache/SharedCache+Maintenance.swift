@@ -28,6 +28,21 @@ extension SharedCache {
         try engine.compact(options)
     }
 
+    /// Removes every expired entry now, and nothing else: a process without `sharedcached`
+    /// calls it to clean up (at launch, or when the app goes to the background).
+    ///
+    /// Each removal is journaled (reason ``RemovalReason/expired``, with its key) before its
+    /// body is reclaimed, so every process hears of it. It is a compaction pass limited to
+    /// expired entries (``CompactionOptions/expiredOnly``), and checkpoints the journal.
+    ///
+    /// - Returns: how many entries were removed.
+    /// - Throws: `.busy` when a compactor (`sharedcached`) holds the directory; it removes
+    ///   expired entries itself.
+    @discardableResult
+    public func removeExpired() throws(SharedCacheError) -> Int {
+        try engine.compact(CompactionOptions(sweepOrphans: false, expiredOnly: true)).evictions.count
+    }
+
     /// The process ID of the compactor that holds this directory, or `nil` when none runs.
     public func compactorProcessID() throws(SharedCacheError) -> Int32? {
         try engine.compactorProcessID()

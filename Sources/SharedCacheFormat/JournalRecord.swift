@@ -157,9 +157,12 @@ public enum RemovalReason: UInt8, Sendable, Hashable, CaseIterable, CustomString
 
 /// The process that removed an entry.
 public struct Remover: Hashable, Sendable, CustomStringConvertible {
+    /// The process ID of the remover.
     public var processID: UInt32
+    /// The name of the remover's executable, as the process reported it.
     public var name: String
 
+    /// A remover, as the journal records it.
     public init(processID: UInt32, name: String) {
         self.processID = processID
         self.name = name

@@ -29,11 +29,15 @@ extension HTTPExchange {
         }
         var headers = candidate.response.headers
         headers.set("Age", "\(candidate.age(at: now) / 1000)")
+        let cacheType: CacheType = candidate.held != nil ? .memory : .disk
         if source == .fresh || source == .stale, callerValidatorsMatch(candidate) {
-            return FetchResult(data: Data(), status: 304, headers: served(headers, status), url: url, source: source)
+            return FetchResult(
+                data: Data(), status: 304, headers: served(headers, status), url: url, source: source,
+                cacheType: cacheType)
         }
         let result = FetchResult(
-            data: headOnly ? Data() : body, status: candidate.response.status, headers: headers, url: url, source: source)
+            data: headOnly ? Data() : body, status: candidate.response.status, headers: headers, url: url, source: source,
+            cacheType: cacheType)
         return sliced(result, validators: candidate.response.headers, status: status)
     }
 

@@ -53,7 +53,7 @@ extension HTTPExchange {
                 status.ttl = revalidation.lifetime == .max ? Int64(Int32.max) : revalidation.lifetime / 1000
                 let result = FetchResult(
                     data: method == "HEAD" ? Data() : body, status: candidate.response.status, headers: served, url: url,
-                    source: .revalidated)
+                    source: .revalidated, cacheType: candidate.held != nil ? .memory : .disk)
                 return sliced(result, validators: revalidation.headers, status: status)
             }
             cache.count { $0.unconditionalRetries += 1 }

@@ -26,8 +26,11 @@ extension HTTPExchange {
                     response.headers[name].flatMap { URL(string: $0, relativeTo: url)?.absoluteURL }
                         .flatMap { $0.host == url.host && $0.scheme == url.scheme && $0.port == url.port ? $0 : nil }
                 }
-            let cache = cache
-            try await cache.offPool { for target in targets { try cache.invalidate(target) } }
+            let (cache, customKey) = (cache, options.cacheKey)
+            try await cache.offPool {
+                for target in targets { try cache.invalidate(target) }
+                if let customKey { try cache.invalidate(primaryKey: customKey) }
+            }
         }
         var status = CacheStatus(forward: .method)
         status.forwardStatus = response.status

@@ -74,7 +74,7 @@ struct HTTPExchange: Sendable {
 
     func retrieve(headOnly: Bool) async throws -> FetchResult {
         let directives = directives
-        let primaryKey = CacheEngine.cacheKey(for: url)
+        let primaryKey = options.cacheKey ?? CacheEngine.cacheKey(for: url)
         let cache = cache
         var lookup = try await lookUp(primaryKey)
         if let candidate = lookup.candidate, !options.forceRefresh, isFresh(candidate, for: directives) {

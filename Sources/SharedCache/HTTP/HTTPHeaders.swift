@@ -9,8 +9,10 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionary
         var value: String
     }
 
+    /// No fields.
     public init() {}
 
+    /// The fields in `fields`, in order; a name may repeat.
     public init(_ fields: some Sequence<(String, String)>) {
         for (name, value) in fields { append(name, value) }
     }
@@ -19,6 +21,7 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionary
         self.init(elements)
     }
 
+    /// The number of fields (a name that repeats counts each time).
     public var count: Int { fields.count }
 
     public func makeIterator() -> some IteratorProtocol<Element> {
@@ -31,6 +34,7 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionary
         return values.isEmpty ? nil : values.joined(separator: ", ")
     }
 
+    /// Adds a field after the others, keeping any of the same name.
     public mutating func append(_ name: String, _ value: String) {
         fields.append(Field(name: name, value: value))
     }

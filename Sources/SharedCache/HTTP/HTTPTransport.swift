@@ -5,12 +5,16 @@ public import FoundationNetworking
 
 /// A response as a transport delivers it.
 public struct TransportResponse: Sendable {
+    /// The final status code (a `304` as it arrived).
     public var status: Int
+    /// The response fields, in order.
     public var headers: HTTPHeaders
+    /// The body, as received (decoded of its transfer coding).
     public var body: Data
     /// The URL that answered, after any redirects.
     public var url: URL?
 
+    /// A response, as a transport (or a test double) builds one.
     public init(status: Int, headers: HTTPHeaders, body: Data, url: URL? = nil) {
         self.status = status
         self.headers = headers
@@ -19,18 +23,21 @@ public struct TransportResponse: Sendable {
     }
 }
 
-/// What sends HTTP requests for ``SharedCache/fetch(_:options:)``: URLSession by default, any
+/// What sends HTTP requests for ``SharedCache/fetch(_:options:transport:)``: URLSession by default, any
 /// other client (or a test double) by conforming.
 ///
 /// A transport must not cache by itself and must hand back a `304` as it arrived.
 public protocol HTTPTransport: Sendable {
+    /// Sends `request` as it is and returns the response, whatever its status; throws only when no response came (the network failed, the task was cancelled).
     func send(_ request: URLRequest) async throws -> TransportResponse
 }
 
 /// URLSession as a transport, with its own cache turned off: SharedCache is the cache.
 public struct URLSessionTransport: HTTPTransport {
+    /// The session requests go through.
     public let session: URLSession
 
+    /// A transport over `session`: give one whose configuration has no `URLCache` and no SharedCache installed, or it would cache twice or loop.
     public init(session: URLSession = URLSessionTransport.uncachedSession) {
         self.session = session
     }

@@ -33,12 +33,28 @@ public struct FetchOptions: Sendable, Hashable {
     /// (it shows one every second while it fetches) before sending this fetch's own request: a
     /// stopped or hung holder is passed after this, not after ``waitTimeout``.
     public var stalledFetchTimeout: Duration
+    /// The key to store and look up the response under, instead of the URL
+    /// (``SharedCache/cacheKey(for:)``): for URLs that change while naming the same thing, as a
+    /// signed CDN URL whose query carries an expiring token does. Kingfisher's
+    /// `ImageResource(downloadURL:cacheKey:)`, across processes.
+    ///
+    /// ```swift
+    /// let stable = "avatar/\(userID)"
+    /// let result = try await cache.fetch(URLRequest(url: signedURL), options: FetchOptions(cacheKey: stable))
+    /// ```
+    ///
+    /// Every process that fetches with the same key shares the entry, its validators and its
+    /// one-download-at-a-time lock. An unsafe request (POST, …) with this option invalidates
+    /// the entry under the key as well as its URL's.
+    public var cacheKey: String?
 
+    /// Options for one fetch; the defaults are a private cache by RFC 9111.
     public init(
         forceRefresh: Bool = false, onlyFromCache: Bool = false, staleIfError: Bool = false,
         heuristicFreshness: Bool = true, heuristicFreshnessLimit: Duration = .seconds(86_400),
-        waitTimeout: Duration = .seconds(60), stalledFetchTimeout: Duration = .seconds(5)
+        waitTimeout: Duration = .seconds(60), stalledFetchTimeout: Duration = .seconds(5), cacheKey: String? = nil
     ) {
+        self.cacheKey = cacheKey
         self.stalledFetchTimeout = stalledFetchTimeout
         self.forceRefresh = forceRefresh
         self.onlyFromCache = onlyFromCache
@@ -71,12 +87,19 @@ public enum FetchSource: String, Sendable, Hashable, CustomStringConvertible {
 
 /// A response from ``SharedCache/fetch(_:options:transport:)``.
 public struct FetchResult: Sendable {
+    /// The body, whatever happened on the wire: a 304 is answered with the stored body.
     public var data: Data
+    /// The status as served: the stored response's (not 304) when the cache answered.
     public var status: Int
     /// The response headers as served: the stored ones (with `Age`) when the cache answered.
     public var headers: HTTPHeaders
+    /// The URL that answered, after any redirects.
     public var url: URL
+    /// Where the body came from: the cache, a revalidation, or the network.
     public var source: FetchSource
+    /// Where the served body was found: ``CacheType/memory`` or ``CacheType/disk`` when the
+    /// cache answered (also after a 304), ``CacheType/none`` when it came from the network.
+    public var cacheType: CacheType = .none
 
     /// This cache's RFC 9211 `Cache-Status` member, also the last `Cache-Status` field of
     /// ``headers``: `SharedCache; hit; ttl=N`, `SharedCache; fwd=stale; fwd-status=304; ttl=N`,
@@ -159,11 +182,41 @@ struct TransportFailure: Error {
         if underlying is CancellationError || (underlying as? URLError)?.code == .cancelled {
             error = .cancelled(what)
         } else {
-            let reason = (underlying as? URLError)?.localizedDescription ?? "\(underlying)"
-            error = SharedCacheError(.network, "\(what) failed: \(reason); check the network and the URL")
+            let reason = (underlying as? URLError).map(Self.reason) ?? "\(underlying)"
+            error = SharedCacheError(.network, "\(what) failed: \(reason)")
         }
         error.underlyingError = underlying
         return error
+    }
+}
+
+extension TransportFailure {
+    /// What a URLError means and what to do, in words (Foundation's own description is, on
+    /// Linux, "The operation could not be completed. (NSURLErrorDomain error -1004.)").
+    static func reason(_ error: URLError) -> String {
+        switch error.code {
+        case .cannotConnectToHost:
+            return "could not connect to the server (nothing listens there, or it refused); check the host and port"
+        case .cannotFindHost, .dnsLookupFailed:
+            return "the host name was not found; check the URL and the DNS"
+        case .notConnectedToInternet, .networkConnectionLost, .dataNotAllowed, .internationalRoamingOff:
+            return "the network is not available; try again once connected"
+        case .timedOut:
+            return "the server did not answer in time; try again later"
+        case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
+            .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected,
+            .clientCertificateRequired:
+            return "the TLS connection failed (URLError \(error.code.rawValue)); check the server's certificate"
+        case .badServerResponse, .cannotParseResponse, .cannotDecodeRawData, .cannotDecodeContentData,
+            .zeroByteResource:
+            return "the server sent a response that could not be read (URLError \(error.code.rawValue))"
+        case .httpTooManyRedirects, .redirectToNonExistentLocation:
+            return "the server's redirects do not end; check the URL"
+        case .unsupportedURL, .badURL:
+            return "the URL is not one URLSession can load; check it"
+        default:
+            return "URLError \(error.code.rawValue); check the network and the URL"
+        }
     }
 }
 

@@ -21,7 +21,8 @@ final class StoredCandidate: @unchecked Sendable {
     let response: StoredResponse
     let etag: String?
     let lastModified: String?
-    private let held: CacheHit?
+    /// The memory tier's copy of this version, when it held one.
+    let held: CacheHit?
     private let pinned: (any PinnedBody)?
     private let cache: CacheEngine
 
@@ -371,7 +372,11 @@ extension CacheEngine {
 
     /// Removes what is stored for `url` (and each variant of it), journaled as `invalidated`.
     func invalidate(_ url: URL) throws {
-        let primaryKey = Self.cacheKey(for: url)
+        try invalidate(primaryKey: Self.cacheKey(for: url))
+    }
+
+    /// Removes what is stored under `primaryKey` (and its `Vary` variants).
+    func invalidate(primaryKey: String) throws {
         for key in try variantList(primaryKey)?.keys ?? [] {
             try remove(KeyHash(key: key), key: Array(key.utf8), reason: .invalidated, at: nil)
         }

@@ -6,18 +6,27 @@ import SharedCachePlatform
 public struct CompactionReport: Sendable {
     /// One entry evicted (or to be evicted), and why.
     public struct Eviction: Sendable, Hashable {
+        /// The evicted entry's hash (its key is in the removal record).
         public var hash: KeyHash
+        /// Bytes of its body.
         public var size: UInt64
         /// ``RemovalReason/expired`` or ``RemovalReason/size``.
         public var reason: RemovalReason
+        /// When any process last read it (to the recency interval), or stored it.
         public var lastAccess: Date
+        /// When it expired or would have; `nil` for never.
         public var expiresAt: Date?
     }
 
+    /// Whether this was a dry run: nothing was changed.
     public var dryRun: Bool
+    /// Entries in the directory before the pass.
     public var entriesBefore: Int
+    /// Bytes of bodies before the pass.
     public var bytesBefore: UInt64
+    /// Entries after the pass (for a dry run, as they would be).
     public var entriesAfter: Int
+    /// Bytes of bodies after the pass (for a dry run, as they would be).
     public var bytesAfter: UInt64
     /// Oldest first: expired entries, then least recently used.
     public var evictions: [Eviction]
@@ -31,9 +40,12 @@ public struct CompactionReport: Sendable {
     public var blobsUnlinked: Int
     /// Whether a stop request ended the pass before it finished.
     public var stoppedEarly: Bool
+    /// How long the pass took.
     public var duration: Duration
 
+    /// How many entries went because they had expired.
     public var expiredCount: Int { evictions.count { $0.reason == .expired } }
+    /// How many entries went, least recently used first, to bring the directory under its limits.
     public var evictedForSpaceCount: Int { evictions.count { $0.reason == .size } }
 }
 
@@ -43,10 +55,15 @@ public struct CompactionOptions: Sendable, Hashable {
     public var dryRun: Bool
     /// Also look through every blob file for ones no entry refers to. Costs a directory scan.
     public var sweepOrphans: Bool
+    /// Evict expired entries only, however far over its limits the directory is (Kingfisher's
+    /// `cleanExpiredDiskCache`, across processes).
+    public var expiredOnly: Bool
 
-    public init(dryRun: Bool = false, sweepOrphans: Bool = true) {
+    /// Options for one pass; the defaults are what `sharedcached` does.
+    public init(dryRun: Bool = false, sweepOrphans: Bool = true, expiredOnly: Bool = false) {
         self.dryRun = dryRun
         self.sweepOrphans = sweepOrphans
+        self.expiredOnly = expiredOnly
     }
 }
 
@@ -157,7 +174,8 @@ package final class Compactor: Sendable {
                 try state.live.refresh()
                 let index = state.live.index
                 let plan = EvictionPlan(
-                    index: index, now: now, sizeLimit: configuration.sizeLimit, entryLimit: configuration.entryLimit)
+                    index: index, now: now, sizeLimit: options.expiredOnly ? 0 : configuration.sizeLimit,
+                    entryLimit: options.expiredOnly ? 0 : configuration.entryLimit)
                 return (plan, index.count, index.totalBytes)
             }
         }
@@ -219,10 +237,22 @@ package final class Compactor: Sendable {
     }
 
     /// Journals the removal of each victim still current, in one append; returns those.
+    ///
+    /// Each record carries the victim's key, read from its blob's header before the journal's
+    /// append lock is taken (one `pread` per victim, none under the lock), so that subscribers
+    /// hear which key went, not only its hash. A victim whose header cannot be read is
+    /// journaled without its key.
     private func journalEvictions(_ batch: ArraySlice<EvictionPlan.Victim>) throws(SharedCacheError)
         -> [EvictionPlan.Victim]
     {
-        try cache.directory.perform("journaling evictions") {
+        let keys = Dictionary(
+            batch.compactMap { victim in
+                (try? cache.bodies.readHeader(victim.hash, at: victim.entry.location)).flatMap { header in
+                    header.map { (victim.hash, $0.key) }
+                }
+            },
+            uniquingKeysWith: { first, _ in first })
+        return try cache.directory.perform("journaling evictions") {
             try cache.commit { index -> ([JournalRecord], [EvictionPlan.Victim]) in
                 // Another process may have replaced or removed an entry since the plan.
                 let current = batch.filter { index[$0.hash]?.location == $0.entry.location }
@@ -230,7 +260,7 @@ package final class Compactor: Sendable {
                     JournalRecord.removed(
                         RemovedRecord(
                             hash: victim.hash, location: victim.entry.location, reason: victim.reason,
-                            remover: .current))
+                            remover: .current, key: keys[victim.hash]))
                 }
                 return (records, current)
             }

@@ -5,6 +5,7 @@ import SharedCachePlatform
 public struct VerificationReport: Sendable {
     /// One thing wrong with the directory.
     public struct Problem: Sendable, Hashable, CustomStringConvertible {
+        /// What kind of problem a file has.
         public enum Kind: String, Sendable, Hashable {
             /// The journal has a damaged record that stops readers until a writer truncates it.
             case damagedJournal
@@ -22,9 +23,11 @@ public struct VerificationReport: Sendable {
             case rebuiltManifest
         }
 
+        /// What kind of problem this is.
         public var kind: Kind
         /// Relative to the cache directory.
         public var path: String
+        /// What was found, for a person.
         public var detail: String
         /// Whether `verify(repair: true)` fixed it.
         public var repaired: Bool
@@ -34,9 +37,11 @@ public struct VerificationReport: Sendable {
         }
     }
 
+    /// Every problem found, repaired or not.
     public var problems: [Problem]
     /// Entries whose blob was read and checked in full.
     public var entriesChecked: Int
+    /// Bytes of bodies read and checked.
     public var bytesChecked: UInt64
 
     /// Whether nothing is left wrong.

@@ -112,7 +112,7 @@ package final class CacheEngine: Sendable {
             entryCount: 0, totalBytes: 0, sizeLimit: shared.sizeLimit, journalGeneration: 0, journalSequence: 0)
         statistics.rebuiltOnOpen = rebuilt
         self.state = Locked(
-            State(live: live, statistics: statistics, memory: MemoryTier(costLimit: configuration.memoryCostLimit)))
+            State(live: live, statistics: statistics, memory: MemoryTier(configuration)))
     }
 
     package var isDurable: Bool { configuration.durability == .synchronized }

@@ -6,17 +6,25 @@ import SharedCachePlatform
 /// Copies are keyed by version (hash and blob ID), and every read first checks the version
 /// against the journal-fed index, so a copy another process replaced or removed is never
 /// served; the index also hands over the hashes it saw change, and their copies are dropped.
-/// Least recently used copies go first when the cost limit is passed.
+/// Least recently used copies go first when the cost limit or the count limit is passed, and a
+/// copy not used for the idle expiry is dropped when next looked at (Kingfisher's memory
+/// storage: `totalCostLimit`, `countLimit`, `expiration` counted from the last access).
 struct MemoryTier {
     private struct Item {
         var location: BodyLocation
         var hit: CacheHit
         var cost: Int
         var lastUse: UInt64
+        /// Monotonic nanoseconds of the last use, for the idle expiry.
+        var lastUseTime: UInt64
     }
 
     /// Bytes of bodies (plus a little per copy) this tier may hold; 0 turns it off.
     let costLimit: Int
+    /// Copies this tier may hold; 0 for no limit but the cost.
+    let countLimit: Int
+    /// Nanoseconds a copy may go unused before it is dropped; `nil` for no limit.
+    let idleExpiry: UInt64?
     private var items: [KeyHash: Item] = [:]
     private var totalCost = 0
     private var clock: UInt64 = 0
@@ -24,8 +32,16 @@ struct MemoryTier {
     /// Bookkeeping per copy beyond its body and key, counted against the limit.
     private static let overhead = 128
 
-    init(costLimit: Int) {
+    init(costLimit: Int, countLimit: Int = 0, idleExpiry: Duration? = nil) {
         self.costLimit = max(0, costLimit)
+        self.countLimit = max(0, countLimit)
+        self.idleExpiry = idleExpiry.map { UInt64(clamping: max(0, $0.nanoseconds)) }
+    }
+
+    init(_ configuration: Configuration) {
+        self.init(
+            costLimit: configuration.memoryCostLimit, countLimit: configuration.memoryCountLimit,
+            idleExpiry: configuration.memoryIdleExpiry)
     }
 
     var isEmpty: Bool { items.isEmpty }
@@ -33,28 +49,37 @@ struct MemoryTier {
     var cost: Int { totalCost }
 
     /// The copy of the version at `location` of `hash`, if held.
-    mutating func hit(_ hash: KeyHash, at location: BodyLocation) -> CacheHit? {
+    mutating func hit(_ hash: KeyHash, at location: BodyLocation, now: UInt64 = Self.now()) -> CacheHit? {
         guard var item = items[hash] else { return nil }
-        guard item.location == location else {
+        let idle = idleExpiry.map { now &- item.lastUseTime > $0 } ?? false
+        guard item.location == location, !idle else {
             drop(hash)
             return nil
         }
         clock += 1
         item.lastUse = clock
+        item.lastUseTime = now
         items[hash] = item
-        return item.hit
+        var hit = item.hit
+        hit.cacheType = .memory
+        return hit
     }
+
+    /// The monotonic clock idle expiry is measured on.
+    static func now() -> UInt64 { UInt64(clamping: Clock.monotonicNanoseconds()) }
 
     /// Keeps a copy of a body just read or stored. Bodies over a quarter of the limit are not
     /// kept: one of them would push out everything else.
-    mutating func insert(_ hit: CacheHit, for hash: KeyHash, at location: BodyLocation) {
+    mutating func insert(_ hit: CacheHit, for hash: KeyHash, at location: BodyLocation, now: UInt64 = Self.now()) {
         let cost = hit.data.count + hit.entry.key.utf8.count + Self.overhead
         guard costLimit > 0, cost <= costLimit / 4 else { return }
         drop(hash)
         clock += 1
-        items[hash] = Item(location: location, hit: hit, cost: cost, lastUse: clock)
+        var hit = hit
+        hit.cacheType = .disk  // as read or stored; a later hit says `.memory`
+        items[hash] = Item(location: location, hit: hit, cost: cost, lastUse: clock, lastUseTime: now)
         totalCost += cost
-        if totalCost > costLimit { trim() }
+        if totalCost > costLimit || (countLimit > 0 && items.count > countLimit) { trim() }
     }
 
     mutating func drop(_ hash: KeyHash) {
@@ -71,12 +96,13 @@ struct MemoryTier {
         for hash in hashes { drop(hash) }
     }
 
-    /// Drops the least recently used copies down to three quarters of the limit, so trimming
+    /// Drops the least recently used copies down to three quarters of the limits, so trimming
     /// (a sort) happens once per many inserts rather than on each.
     private mutating func trim() {
         let target = costLimit / 4 * 3
+        let countTarget = countLimit > 0 ? max(1, countLimit / 4 * 3) : Int.max
         for (hash, _) in items.sorted(by: { $0.value.lastUse < $1.value.lastUse }) {
-            guard totalCost > target else { break }
+            guard totalCost > target || items.count > countTarget else { break }
             drop(hash)
         }
     }

@@ -37,6 +37,7 @@ public struct EntryMetadata: Sendable, Hashable {
     /// Opaque bytes for layers built on the store (the HTTP client keeps response headers here).
     package var attributes: [UInt8]
 
+    /// Metadata for a put; all of it optional.
     public init(etag: String? = nil, lastModified: String? = nil, expiry: Expiry? = nil) {
         self.etag = etag
         self.lastModified = lastModified
@@ -47,13 +48,17 @@ public struct EntryMetadata: Sendable, Hashable {
 
 /// Everything known about a stored entry except its body.
 public struct CacheEntry: Sendable, Hashable {
+    /// The key the entry was stored under.
     public var key: String
     /// SHA-256 of the key: the entry's identity on disk and in removal notices.
     public var hash: KeyHash
     /// Bytes of the body.
     public var size: UInt64
+    /// The HTTP entity tag stored with the body, verbatim.
     public var etag: String?
+    /// The HTTP `Last-Modified` value stored with the body, verbatim.
     public var lastModified: String?
+    /// When the put that stored this version was made.
     public var storedAt: Date
     /// `nil` when the entry never expires.
     public var expiresAt: Date?
@@ -69,16 +74,47 @@ public struct CacheEntry: Sendable, Hashable {
         expiresAt = header.expiresAt == .max ? nil : Date(millisecondsSince1970: header.expiresAt)
         attributes = header.attributes
     }
+
+    package init(
+        key: String, hash: KeyHash, size: UInt64, etag: String?, lastModified: String?, storedAt: Date, expiresAt: Date?
+    ) {
+        self.key = key
+        self.hash = hash
+        self.size = size
+        self.etag = etag
+        self.lastModified = lastModified
+        self.storedAt = storedAt
+        self.expiresAt = expiresAt
+        self.attributes = []
+    }
+}
+
+/// Where a body was found (Kingfisher's `CacheType`).
+public enum CacheType: String, Sendable, Hashable, CustomStringConvertible {
+    /// Not in the cache: the body came from the network.
+    case none
+    /// This process's memory tier held a copy (checked against the journal-fed index first).
+    case memory
+    /// Read from the body's file in the directory.
+    case disk
+
+    /// `none`, `memory` or `disk`.
+    public var description: String { rawValue }
 }
 
 /// A body read from the cache, with its metadata.
 public struct CacheHit: Sendable {
+    /// The body: exactly the bytes one put stored, checked against their checksum.
     public var data: Data
+    /// The body's metadata.
     public var entry: CacheEntry
+    /// Where the body was found: ``CacheType/memory`` or ``CacheType/disk``.
+    public var cacheType: CacheType
 
-    package init(data: Data, entry: CacheEntry) {
+    package init(data: Data, entry: CacheEntry, cacheType: CacheType = .disk) {
         self.data = data
         self.entry = entry
+        self.cacheType = cacheType
     }
 }
 

@@ -37,12 +37,20 @@ public struct Configuration: Sendable, Hashable {
     /// disk; 0 turns the memory tier off. A copy is never served once any process replaced or
     /// removed its entry.
     public var memoryCostLimit: Int
+    /// Copies of bodies this process keeps in memory at most; 0 (the default) for no limit but
+    /// ``memoryCostLimit``. Past it, the least recently used go.
+    public var memoryCountLimit: Int
+    /// How long a copy in memory may go unused before it is dropped (an expiry that restarts
+    /// on every access); `nil` (the default) keeps copies until the cost or count limit
+    /// pushes them out. The entry on disk is not affected.
+    public var memoryIdleExpiry: Duration?
     /// Who may use a cache directory this process creates. An existing directory's own mode
     /// decides; asking for ``Sharing/group`` there fails if the directory is private.
     public var sharing: Sharing
     /// The wall clock expiry is judged by: the system's, or a test's.
     package var clock: WallClock = .system
 
+    /// A configuration; every setting has the default described at its property.
     public init(
         sizeLimit: UInt64 = 1 << 30,
         entryLimit: UInt64 = 0,
@@ -54,8 +62,12 @@ public struct Configuration: Sendable, Hashable {
         recencyInterval: Duration = .seconds(600),
         evictionGracePeriod: Duration = .seconds(1),
         memoryCostLimit: Int = 16 << 20,
-        sharing: Sharing = .owner
+        sharing: Sharing = .owner,
+        memoryCountLimit: Int = 0,
+        memoryIdleExpiry: Duration? = nil
     ) {
+        self.memoryCountLimit = memoryCountLimit
+        self.memoryIdleExpiry = memoryIdleExpiry
         self.sizeLimit = sizeLimit
         self.entryLimit = entryLimit
         self.defaultExpiry = defaultExpiry

@@ -12,6 +12,7 @@ public struct Removal: Sendable, Hashable, CustomStringConvertible {
     /// The key, when the process that removed the entry knew it (a `remove(key:)`, a superseding
     /// put, a discarded blob); `nil` for removals by hash and for `clear`.
     public var key: String?
+    /// Why it was removed.
     public var reason: RemovalReason
     /// The process that removed it; `nil` when learned by resynchronising (reason `.unknown`).
     public var remover: Remover?

@@ -58,6 +58,7 @@ public struct SharedCacheError: Error, Sendable, CustomStringConvertible {
         public static let ioFailure = Code("ioFailure")
     }
 
+    /// What kind of failure this is: the thing to match on.
     public var code: Code
     /// What happened and what to do about it, in one sentence for a person.
     public var message: String
@@ -71,6 +72,7 @@ public struct SharedCacheError: Error, Sendable, CustomStringConvertible {
     /// system call's or the decoder's for the cache's own failures.
     public var underlyingError: (any Error & Sendable)?
 
+    /// An error of `code`, with a message for a person that says what happened and what to do.
     public init(
         _ code: Code, _ message: String, path: String? = nil, systemCall: String? = nil, errno: Int32? = nil
     ) {

@@ -52,8 +52,11 @@ public import Foundation
 public struct DirectoryActivity: Sendable, Hashable {
     /// When the counters started (the directory's creation).
     public var since: Date
+    /// Reads that found an entry, by every process.
     public var hits: UInt64
+    /// Reads that found none, by every process.
     public var misses: UInt64
+    /// Puts and stored HTTP responses, by every process.
     public var stores: UInt64
     /// Conditional requests answered 304 (the HTTP client).
     public var revalidations: UInt64
@@ -67,6 +70,7 @@ public struct DirectoryActivity: Sendable, Hashable {
     public var removals: [RemovalReason: UInt64]
     /// Compaction passes, by any compactor.
     public var compactions: UInt64
+    /// When a compaction pass last finished; `nil` if none has.
     public var lastCompaction: Date?
 
     package init(_ counters: SharedCounters) {

@@ -18,6 +18,7 @@ public enum JournalWatching: Sendable, Hashable {
     /// deliver no file events, and for testing the fallback.
     case polling(every: Duration)
 
+    /// File events (inotify, kqueue), with a recheck every second as a safety net.
     public static let `default` = JournalWatching.fileEvents(recheckEvery: .seconds(1))
 
     var interval: Duration {

@@ -32,6 +32,9 @@
 //       once the cache is open and fetches when a line arrives on stdin: the handshake to prefer
 //       over a start time. With SHAREDCACHE_TEST_SEND_DELAY_MS, says "sending" on standard error
 //       as it starts holding a request back.
+//   sharedcache-test-worker session-fetch DIR URL [START-AT]
+//       one GET through a URLSession made from a configuration the cache was installed in
+//       (`install(in:)`), begun at START-AT; prints "status=N bytes=N" and the Cache-Status.
 //   sharedcache-test-worker fetch-series DIR URL-PREFIX COUNT START-AT INTERVAL-MS
 //       COUNT fetches, of URL-PREFIX0.txt, URL-PREFIX1.txt, …, the i-th begun at START-AT + i ×
 //       INTERVAL-MS, so that several workers race on each URL in turn; prints one
@@ -338,6 +341,16 @@ do {
         let result = try await cache.fetch(URLRequest(url: URL(string: arguments[3])!), transport: DelayedTransport())
         await cache.waitForBackgroundRevalidations()
         print("source=\(result.source) status=\(result.status) bytes=\(result.data.count) sha=\(KeyHash(key: String(decoding: result.data, as: UTF8.self)))")
+
+    case "session-fetch":
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        cache.install(in: sessionConfiguration)
+        let session = URLSession(configuration: sessionConfiguration)
+        if arguments.count > 4, let startAt = Double(arguments[4]) { waitUntil(startAt) }
+        let (data, response) = try await session.data(from: URL(string: arguments[3])!)
+        let http = response as? HTTPURLResponse
+        print("status=\(http?.statusCode ?? 0) bytes=\(data.count) \(http?.value(forHTTPHeaderField: "Cache-Status") ?? "-")")
 
     case "fetch-series":
         let cache = try SharedCache(directory: directory, configuration: configuration)
