@@ -131,7 +131,7 @@ package final class Compactor: Sendable {
                         reader = JournalCursor(segment: segment, lastSequence: segment.header.firstSequence - 1)
                     }
                     // The cursor follows the seals through later segments.
-                    let progress = try reader!.advance(in: directory, repairing: false) { record, _ in
+                    let progress = try reader!.advance(in: directory) { record, _ in
                         if case .removed(let removed) = record { removals.append((removed.hash, removed.location, due)) }
                     }
                     if progress != .mustResynchronize { return }

@@ -116,7 +116,7 @@ package final class JournalListing: @unchecked Sendable {
                         cursor = JournalCursor(segment: segment, lastSequence: first - 1)
                     }
                     guard let cursor else { return }
-                    let progress = try cursor.advance(in: directory, repairing: false) { record, sequence in
+                    let progress = try cursor.advance(in: directory) { record, sequence in
                         listedThrough = sequence
                         body(JournalLine(record, sequence: sequence, generation: cursor.segment.generation))
                     }

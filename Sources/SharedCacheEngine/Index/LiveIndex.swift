@@ -90,7 +90,7 @@ package final class LiveIndex {
                     continue
                 }
                 let live = LiveIndex(directory: directory, index: index, cursor: cursor(segment, after: header))
-                if try live.advance(repairing: false) == .mustResynchronize {
+                if try live.advance() == .mustResynchronize {
                     try lostPosition()
                     continue
                 }
@@ -154,15 +154,18 @@ package final class LiveIndex {
         } else {
             lastJournalCheck = Clock.monotonicNanoseconds()
         }
-        switch try advance(repairing: false) {
+        switch try advance() {
         case .upToDate: return
         case .stoppedAtCorruption: corruptionStops += 1
         case .mustResynchronize: try resynchronize()
         }
     }
 
-    private func advance(repairing: Bool, durable: Bool = false) throws -> JournalCursor.Progress {
-        try cursor.advance(in: directory, repairing: repairing, durable: durable) { record, sequence in
+    /// - Parameter repairing: the segment whose append lock the caller holds, if any.
+    private func advance(repairing locked: JournalSegment? = nil, durable: Bool = false) throws
+        -> JournalCursor.Progress
+    {
+        try cursor.advance(in: directory, repairing: locked, durable: durable) { record, sequence in
             apply(record, sequence: sequence)
         }
     }
@@ -239,7 +242,7 @@ package final class LiveIndex {
             index = fresh
             cursor = Self.cursor(segment, after: header)
             resynchronizations += 1
-            if try advance(repairing: false) != .mustResynchronize { return }
+            if try advance() != .mustResynchronize { return }
         }
         throw SharedCacheError(
             .corruptData,
@@ -289,7 +292,7 @@ package final class LiveIndex {
                 try access { live in
                     // Behind a retired segment: reload from the manifest, then lock where it
                     // leads. Appending here would put records after a seal, where no reader looks.
-                    if try live.advance(repairing: true, durable: durable) == .mustResynchronize {
+                    if try live.advance(repairing: segment, durable: durable) == .mustResynchronize {
                         try live.resynchronize()
                         return .lock(live.cursor.segment)
                     }
@@ -340,7 +343,7 @@ package final class LiveIndex {
         let lastSequence = cursor.lastSequence
         // Step past the seal, applying what follows: the new segment exists, and a process
         // whose reads already followed the seal into it may have appended there.
-        _ = try advance(repairing: false)
+        _ = try advance()
         return (snapshot, next, lastSequence)
     }
 

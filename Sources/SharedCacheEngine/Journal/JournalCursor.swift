@@ -13,8 +13,9 @@ package import SharedCachePlatform
 /// The position is (segment, byte offset, last sequence number applied). Reading never takes a
 /// lock: only whole records below the file size are decoded, and a record cut off by the end of
 /// the file is "not yet written" (another process's `write(2)` may be visible page by page).
-/// With `repairing`, which only the holder of the segment's append lock may ask for, a cut-off
-/// or corrupt tail is truncated away instead, because no one else can be writing it.
+/// Given the segment whose append lock the caller holds (`repairing`), a cut-off or corrupt
+/// tail of that segment is truncated away instead, because no one else can be writing it; the
+/// tail of any other segment the cursor reaches is never touched, as its owner may be mid-write.
 ///
 /// Not thread-safe; ``LiveIndex`` keeps it under its owner's lock.
 package final class JournalCursor {
@@ -47,8 +48,11 @@ package final class JournalCursor {
     /// Applies every whole record past the position, following seals into later segments.
     ///
     /// Costs one `fstat` when nothing was appended.
+    ///
+    /// - Parameter repairing: the segment whose append lock the caller holds, if any: only its
+    ///   tail may be truncated, and only behind its seal may a missing next segment be made.
     package func advance(
-        in directory: CacheDirectory, repairing: Bool, durable: Bool = false,
+        in directory: CacheDirectory, repairing locked: JournalSegment? = nil, durable: Bool = false,
         apply: (JournalRecord, UInt64) throws -> Void
     ) throws -> Progress {
         while true {
@@ -59,7 +63,7 @@ package final class JournalCursor {
                     // append records no process that is up to date would ever read.)
                     let newest = try JournalSegment.generations(in: directory).last ?? 0
                     if newest > next { return .mustResynchronize }
-                    if repairing {
+                    if let locked, locked === segment {
                         // The process that sealed this segment died before creating the next.
                         try JournalSegment.create(
                             next, firstSequence: lastSequence + 1, in: directory, durable: durable)
@@ -127,7 +131,10 @@ package final class JournalCursor {
             offset += Int64(consumed)
 
             if let stop, sealedNext == nil {
-                guard repairing else { return stop }
+                // Only the segment whose lock is held: following a seal from it leads into the
+                // next segment, whose own lock another process may hold while it writes there,
+                // so a record cut off by the end of the file there is being written, not torn.
+                guard let locked, locked === segment else { return stop }
                 // Holding the append lock: nobody is mid-write, so whatever follows the last
                 // whole record is a torn write from a process that died, or damage.
                 try segment.file.truncate(to: offset)

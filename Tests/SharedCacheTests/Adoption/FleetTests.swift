@@ -1,5 +1,6 @@
 import Foundation
 import SharedCacheCLI
+import SharedCacheTestSupport
 import Testing
 
 @testable import SharedCache

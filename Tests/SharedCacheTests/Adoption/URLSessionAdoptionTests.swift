@@ -193,8 +193,8 @@ struct URLSessionAdoptionTests {
         let workers = try (0..<5).map { _ in
             try Worker.start(["session-fetch", directory("cache"), origin.url("/slow/cold.bin").absoluteString, "\(startAt)"])
         }
-        for (process, output, errors) in workers {
-            let result = Worker.Result(finishing: process, output: output, errors: errors)
+        for worker in workers {
+            let result = Worker.Result(finishing: worker)
             #expect(result.status == 0, "\(result.errors)")
             #expect(Worker.counters(result.output)["bytes"] == 1_500_000)
             #expect(Worker.counters(result.output)["status"] == 200)

@@ -157,7 +157,9 @@ struct SingleFlightTests {
             holder.wait()
         }
         let own = try await cache.fetch(URLRequest(url: url), options: FetchOptions(waitTimeout: .milliseconds(300)))
-        #expect(own.source == .downloaded && own.cacheStatus?.contains("detail=lock-timeout") == true)
+        #expect(
+            own.source == .downloaded && own.cacheStatus?.contains("detail=lock-timeout") == true,
+            "source \(own.source), Cache-Status \(own.cacheStatus ?? "none"), nginx saw \(origin.requests)")
     }
 
     /// A holder that is slow but alive (it shows a sign of life every second) is waited for,
