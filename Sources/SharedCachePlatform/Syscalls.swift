@@ -1,9 +1,9 @@
 #if canImport(Darwin)
-package import Darwin
+import Darwin
 #elseif canImport(Glibc)
-package import Glibc
+import Glibc
 #elseif canImport(Musl)
-package import Musl
+import Musl
 #else
 #error("Unsupported platform")
 #endif
@@ -207,8 +207,8 @@ package enum System {
     }
 
     /// Creates a directory at an absolute or working-directory-relative path. The C function is `mkdirat`.
-    package static func makeDirectory(atPath path: String, mode: mode_t) throws(SystemError) {
-        try makeDirectory(at: AT_FDCWD, path, mode: mode)
+    package static func makeDirectory(atPath path: String, mode: UInt32) throws(SystemError) {
+        try makeDirectory(at: AT_FDCWD, path, mode: mode_t(mode))
     }
 
     /// Removes a file, or an empty directory. The C function is `unlinkat`.

@@ -133,7 +133,7 @@ extension CacheDirectory {
         for component in path.split(separator: "/") {
             prefix += component
             do {
-                try System.makeDirectory(atPath: prefix, mode: mode)
+                try System.makeDirectory(atPath: prefix, mode: UInt32(mode))
             } catch {
                 // EEXIST is the usual case. EACCES on a parent is fine too: a parent we may not
                 // write may still exist and be searchable, and opening the path tells.
