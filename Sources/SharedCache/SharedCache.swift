@@ -5,8 +5,8 @@ package import SharedCacheEngine
 ///
 /// Entries are immutable bodies named by the SHA-256 of their key; an append-only journal
 /// records every store and removal, and a manifest checkpoints it. Each call first picks up what
-/// other processes appended (one `fstat` when nothing changed), so every process sees every
-/// other's puts and removals.
+/// other processes appended (one atomic load of a shared counter when nothing changed), so
+/// every process sees every other's puts and removals.
 ///
 /// ```swift
 /// let cache = try SharedCache(directory: "/var/cache/myapp")
