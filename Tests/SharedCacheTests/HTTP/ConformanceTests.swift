@@ -98,15 +98,16 @@ struct ConformanceTests {
         _ = try await fetch("/heuristic/ten-hours.txt")
         let fresh = try await fetch("/heuristic/ten-hours.txt")
         #expect(fresh.source == .fresh)
-        // 10 % of ten hours: an hour (less the seconds this test took on a busy machine).
+        // 10 % of ten hours: an hour, less the time this test took (a busy machine under a
+        // sanitizer can stall a test for minutes), but more than the 30-minute cap below.
         let ttl = try #require(fresh.cacheStatus.flatMap { Self.parameter("ttl", in: $0) })
-        #expect((3000...3600).contains(ttl), "\(fresh.cacheStatus ?? "-")")
+        #expect((1800...3600).contains(ttl), "\(fresh.cacheStatus ?? "-")")
 
         try origin.write("/heuristic/capped.txt", "old file", modified: Date(timeIntervalSinceNow: -36_000))
-        let capped = FetchOptions(heuristicFreshnessLimit: .seconds(60))
+        let capped = FetchOptions(heuristicFreshnessLimit: .seconds(1200))
         let first = try await fetch("/heuristic/capped.txt", options: capped)
         let cappedTTL = try #require(first.cacheStatus.flatMap { Self.parameter("ttl", in: $0) })
-        #expect((1...60).contains(cappedTTL), "\(first.cacheStatus ?? "-")")
+        #expect((1...1200).contains(cappedTTL), "\(first.cacheStatus ?? "-")")
 
         try origin.write("/heuristic/off.txt", "old file", modified: Date(timeIntervalSinceNow: -36_000))
         let off = FetchOptions(heuristicFreshness: false)

@@ -251,7 +251,7 @@ struct FetchTests {
         let lockFile = directory("cache/fetching/\(KeyHash(key: SharedCache.cacheKey(for: url)).hex)")
         // Under way: the worker holds the URL's fetch lock and has received part of the body
         // (its read(2)s of the socket, as /proc counts them).
-        let received = try await eventually(within: .seconds(30)) { () -> Bool in
+        let received = try await eventually(within: .seconds(120)) { () -> Bool in
             FileManager.default.fileExists(atPath: lockFile) && bytesRead(by: worker.processID) > 200_000
         }
         #expect(received, "the download never got under way")

@@ -125,7 +125,7 @@ struct SingleFlightTests {
         try origin.write("/fresh/held.txt", "held")
         let cache = try SharedCache(directory: directory("cache"))
         let url = origin.url("/fresh/held.txt")
-        let holder = try startHolder(url, delay: 60_000)
+        let holder = try startHolder(url, delay: 600_000)
         defer {
             holder.signal(SIGKILL)
             holder.wait()
@@ -151,7 +151,7 @@ struct SingleFlightTests {
         try origin.write("/fresh/slow-holder.txt", "slow")
         let cache = try SharedCache(directory: directory("cache"))
         let url = origin.url("/fresh/slow-holder.txt")
-        let holder = try startHolder(url, delay: 60_000)
+        let holder = try startHolder(url, delay: 600_000)
         defer {
             holder.signal(SIGKILL)
             holder.wait()
