@@ -1,9 +1,10 @@
-/// The self-describing header at the start of every blob file.
+/// The self-describing header of every body: at the start of its blob file, or inside its
+/// pack record (see ``PackRecord``).
 ///
 /// ```
 /// blob   = header body
 /// header = "SCBL"                 ; magic
-///          major:u16 flags:u16    ; format major version (1); flags reserved, 0
+///          version:u16 flags:u16  ; 1, the same in format versions 1 and 2; flags reserved, 0
 ///          header-size:u32        ; bytes of the whole header, its checksum included
 ///          body-crc:u32           ; masked CRC32C of the body
 ///          body-size:u64
@@ -20,6 +21,8 @@
 /// size and the body checksum before it returns a byte.
 package struct BlobHeader: Equatable, Sendable {
     package static let magic: [UInt8] = Array("SCBL".utf8)
+    /// The header's own version: unchanged since format version 1.
+    package static let version: UInt16 = 1
     package static let fixedSize = 84
     package static let maximumKeySize = 64 * 1024
     package static let maximumFieldSize = Int(UInt16.max)
@@ -55,7 +58,7 @@ package struct BlobHeader: Equatable, Sendable {
     package func encoded() -> [UInt8] {
         var writer = ByteWriter(capacity: encodedSize)
         writer.append(bytes: Self.magic)
-        writer.append(FormatVersion.current.major)
+        writer.append(Self.version)
         writer.append(UInt16(0))
         writer.append(UInt32(encodedSize))
         writer.append(CRC32C.mask(bodyChecksum))
@@ -81,7 +84,7 @@ package struct BlobHeader: Equatable, Sendable {
         var reader = ByteReader(bytes)
         try reader.expectMagic(magic)
         let major: UInt16 = try reader.read()
-        guard major == FormatVersion.current.major else { throw .unsupportedVersion(major: major) }
+        guard major == version else { throw .unsupportedVersion(major: major) }
         _ = try reader.read(UInt16.self)
         let size = Int(try reader.read(UInt32.self))
         guard size >= fixedSize + 4, size <= fixedSize + maximumKeySize + 2 * maximumFieldSize + (1 << 24) else {

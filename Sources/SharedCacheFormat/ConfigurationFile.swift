@@ -5,18 +5,29 @@
 /// line   = [name *SP "=" *SP value] [*SP "#" comment] LF
 /// ```
 /// Known names: `size-limit` (bytes of bodies, 0 for none), `entry-limit` (entries, 0 for
-/// none), `default-expiry` (seconds, or `never`). Unknown names are ignored.
+/// none), `default-expiry` (seconds, or `never`), `pack-threshold` (bytes; bodies up to it are
+/// packed, 0 for none). Unknown names are ignored.
 package struct ConfigurationFile: Equatable, Sendable {
     package static let fileName = "config"
 
     package var sizeLimit: UInt64
     package var defaultExpirySeconds: Int64?
     package var entryLimit: UInt64 = 0
+    package var packThreshold: Int = ConfigurationFile.defaultPackThreshold
 
-    package init(sizeLimit: UInt64, defaultExpirySeconds: Int64? = nil, entryLimit: UInt64 = 0) {
+    /// What a directory whose `config` does not name a threshold (one made by version 1) uses.
+    package static let defaultPackThreshold = 16 * 1024
+    /// The largest threshold: a packed record must stay small next to a 64 MiB segment.
+    package static let maximumPackThreshold = 1 << 20
+
+    package init(
+        sizeLimit: UInt64, defaultExpirySeconds: Int64? = nil, entryLimit: UInt64 = 0,
+        packThreshold: Int = ConfigurationFile.defaultPackThreshold
+    ) {
         self.sizeLimit = sizeLimit
         self.defaultExpirySeconds = defaultExpirySeconds
         self.entryLimit = entryLimit
+        self.packThreshold = min(max(packThreshold, 0), Self.maximumPackThreshold)
     }
 
     package func encoded() -> [UInt8] {
@@ -27,6 +38,7 @@ package struct ConfigurationFile: Equatable, Sendable {
             size-limit = \(sizeLimit)
             entry-limit = \(entryLimit)
             default-expiry = \(expiry)
+            pack-threshold = \(packThreshold)
 
             """.utf8)
     }
@@ -58,6 +70,11 @@ package struct ConfigurationFile: Equatable, Sendable {
                 } else {
                     throw .invalidField("line \(number + 1): default-expiry \(value)")
                 }
+            case "pack-threshold":
+                guard let threshold = Int(value), threshold >= 0, threshold <= maximumPackThreshold else {
+                    throw .invalidField("line \(number + 1): pack-threshold \(value) (0 to \(maximumPackThreshold))")
+                }
+                result.packThreshold = threshold
             default:
                 continue
             }

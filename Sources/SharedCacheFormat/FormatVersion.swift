@@ -1,12 +1,16 @@
 /// The `format` file: which version of the on-disk format a directory holds.
 ///
 /// ```
-/// format-file = "sharedcache " major "." minor LF      ; ASCII, e.g. "sharedcache 1.0\n"
+/// format-file = "sharedcache " major "." minor LF      ; ASCII, e.g. "sharedcache 2.0\n"
 /// ```
 /// A reader refuses a directory whose major version is newer than its own; a newer minor version
 /// only adds things an older reader may ignore (record types, trailing fields).
 package struct FormatVersion: Equatable, Sendable, CustomStringConvertible {
-    package static let current = FormatVersion(major: 1, minor: 0)
+    /// 2.0: small bodies in pack segments, 20-byte locations. Version 1 directories are upgraded
+    /// in place when opened (see `sharedcache(5)`).
+    package static let current = FormatVersion(major: 2, minor: 0)
+    /// The oldest version this SharedCache reads (and upgrades).
+    package static let oldestReadable = FormatVersion(major: 1, minor: 0)
     package static let fileName = "format"
 
     package var major: UInt16

@@ -1,21 +1,3 @@
-/// Where an entry's body lives, as the journal and the index record it: above the engine's
-/// body store, an opaque value that also names the version (it is never reused, so two puts
-/// of one key never share a location).
-///
-/// In format version 1 every body is a blob file of its own, `blobs/<xx>/<hash>.<blob-id>`,
-/// and the location is that blob ID.
-package struct BodyLocation: Hashable, Sendable, Comparable, CustomStringConvertible {
-    package var blobID: UInt64
-
-    package init(blobID: UInt64) {
-        self.blobID = blobID
-    }
-
-    package static func < (lhs: BodyLocation, rhs: BodyLocation) -> Bool { lhs.blobID < rhs.blobID }
-
-    package var description: String { "blob \(String(blobID, radix: 16))" }
-}
-
 /// What the index knows of one live entry, and what the manifest stores of it; the rest (key,
 /// validators) travels with its body.
 package struct IndexEntry: Equatable, Sendable {

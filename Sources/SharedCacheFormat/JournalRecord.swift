@@ -8,23 +8,28 @@
 ///                  ; length = bytes of payload (at most 1 MiB)
 ///                  ; record-crc = masked CRC32C of length, sequence, type and payload
 ///
-/// type 1 stored  = key-hash:32 blob-id:u64 body-size:u64 stored-at:i64 expires-at:i64
+/// type 1 stored  = key-hash:32 location body-size:u64 stored-at:i64 expires-at:i64
 ///                  key-size:u32 key etag-size:u16 etag
-/// type 2 removed = key-hash:32 blob-id:u64 reason:u8 remover [key-size:u32 key]
+/// type 2 removed = key-hash:32 location reason:u8 remover [key-size:u32 key]
 ///                  ; reason: 1 expired 2 size 3 manual 4 cleared 5 superseded 6 corrupt 7 invalidated
 ///                  ; the key when the remover knew it
 /// type 3 cleared = remover                      ; every entry stored before it is gone
 /// type 4 sealed  = next-generation:u64          ; the last record of a segment
-/// type 5 accessed = key-hash:32 blob-id:u64 accessed-at:i64  ; a hit, journaled at most once
+/// type 5 accessed = key-hash:32 location accessed-at:i64  ; a hit, journaled at most once
 ///                  per recency interval per entry, for least-recently-used eviction
-/// type 6 freshened = key-hash:32 blob-id:u64 stored-at:i64 expires-at:i64  ; a 304 revalidated
+/// type 6 freshened = key-hash:32 location stored-at:i64 expires-at:i64  ; a 304 revalidated
 ///                  this version: its age counts from stored-at again, and it expires later
+/// type 7 moved   = key-hash:32 from:location to:location  ; the compactor copied this version's
+///                  body; applies only while the entry is still at `from` (version 2)
+/// type 8 retired = pack:u64                     ; a pack segment is being deleted: close it (version 2)
 /// remover        = pid:u32 name-size:u8 name    ; the process that removed, for people
+/// location       = pack:u64 position:u64 length:u32   ; see BodyLocation; blob-id:u64 in version 1
 /// ```
 /// Integers are little-endian. Sequence numbers increase by one per record across all segments.
-/// A reader skips a record of a type it does not know (its frame is still checked), so new
-/// record types are a minor-version change. Payload bytes after the fields a reader knows are
-/// ignored, so fields may be appended the same way.
+/// A segment's records are encoded in its header's major version; a writer never appends to a
+/// segment of an older one (it seals it first). A reader skips a record of a type it does not
+/// know (its frame is still checked), so new record types are a minor-version change. Payload
+/// bytes after the fields a reader knows are ignored, so fields may be appended the same way.
 package enum JournalRecord: Equatable, Sendable {
     case stored(StoredRecord)
     case removed(RemovedRecord)
@@ -32,6 +37,9 @@ package enum JournalRecord: Equatable, Sendable {
     case sealed(nextGeneration: UInt64)
     case accessed(AccessedRecord)
     case freshened(FreshenedRecord)
+    case moved(MovedRecord)
+    /// A pack segment is being deleted; every process closes its descriptor of it.
+    case retired(pack: UInt64)
     /// A record of a type this version does not know; skipped.
     case unknown(type: UInt8)
 
@@ -46,6 +54,8 @@ package enum JournalRecord: Equatable, Sendable {
         case .sealed: 4
         case .accessed: 5
         case .freshened: 6
+        case .moved: 7
+        case .retired: 8
         case .unknown(let type): type
         }
     }
@@ -121,6 +131,20 @@ package struct FreshenedRecord: Equatable, Sendable {
     }
 }
 
+/// The compactor copied a version's body to a new place; the entry follows it only if it is
+/// still that version at `from` (a put or removal since wins).
+package struct MovedRecord: Equatable, Sendable {
+    package var hash: KeyHash
+    package var from: BodyLocation
+    package var to: BodyLocation
+
+    package init(hash: KeyHash, from: BodyLocation, to: BodyLocation) {
+        self.hash = hash
+        self.from = from
+        self.to = to
+    }
+}
+
 /// Why an entry was removed, as journaled.
 public enum RemovalReason: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     /// Its expiry passed.
@@ -179,16 +203,19 @@ package struct SegmentHeader: Equatable, Sendable {
     package var generation: UInt64
     /// The sequence number the first record of this segment carries.
     package var firstSequence: UInt64
+    /// The format version its records are encoded in.
+    package var major: UInt16
 
-    package init(generation: UInt64, firstSequence: UInt64) {
+    package init(generation: UInt64, firstSequence: UInt64, major: UInt16 = FormatVersion.current.major) {
         self.generation = generation
         self.firstSequence = firstSequence
+        self.major = major
     }
 
     package func encoded() -> [UInt8] {
         var writer = ByteWriter(capacity: Self.size)
         writer.append(bytes: Self.magic)
-        writer.append(FormatVersion.current.major)
+        writer.append(major)
         writer.append(FormatVersion.current.minor)
         writer.append(generation)
         writer.append(firstSequence)
@@ -202,12 +229,13 @@ package struct SegmentHeader: Equatable, Sendable {
         try reader.expectMagic(magic)
         let major: UInt16 = try reader.read()
         guard major <= FormatVersion.current.major else { throw .unsupportedVersion(major: major) }
+        guard major >= 1 else { throw .invalidField("version \(major)") }
         _ = try reader.read(UInt16.self)
         let generation: UInt64 = try reader.read()
         let firstSequence: UInt64 = try reader.read()
         _ = try reader.read(UInt32.self)
         try reader.verifyChecksum()
-        return SegmentHeader(generation: generation, firstSequence: firstSequence)
+        return SegmentHeader(generation: generation, firstSequence: firstSequence, major: major)
     }
 }
 
@@ -234,7 +262,7 @@ extension JournalRecord {
         switch self {
         case .stored(let record):
             writer.append(record.hash)
-            writer.append(record.location.blobID)
+            writer.append(record.location)
             writer.append(record.bodySize)
             writer.append(record.storedAt)
             writer.append(record.expiresAt)
@@ -244,7 +272,7 @@ extension JournalRecord {
             writer.append(bytes: record.etag)
         case .removed(let record):
             writer.append(record.hash)
-            writer.append(record.location.blobID)
+            writer.append(record.location)
             writer.append(record.reason.rawValue)
             record.remover.encode(into: &writer)
             if let key = record.key {
@@ -257,13 +285,19 @@ extension JournalRecord {
             writer.append(next)
         case .accessed(let record):
             writer.append(record.hash)
-            writer.append(record.location.blobID)
+            writer.append(record.location)
             writer.append(record.accessedAt)
         case .freshened(let record):
             writer.append(record.hash)
-            writer.append(record.location.blobID)
+            writer.append(record.location)
             writer.append(record.storedAt)
             writer.append(record.expiresAt)
+        case .moved(let record):
+            writer.append(record.hash)
+            writer.append(record.from)
+            writer.append(record.to)
+        case .retired(let pack):
+            writer.append(pack)
         case .unknown:
             break
         }
@@ -277,7 +311,9 @@ extension JournalRecord {
     /// Following LevelDB's reader: a frame that runs past the end is `incomplete`, never
     /// corruption; a whole frame with a bad checksum is `corrupt`, and nothing after it can be
     /// trusted, because its length field may itself be damaged.
-    package static func decodeFrame(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> DecodedFrame {
+    package static func decodeFrame(
+        _ bytes: UnsafeRawBufferPointer, at offset: Int, major: UInt16 = FormatVersion.current.major
+    ) -> DecodedFrame {
         var reader = ByteReader(bytes, offset: offset)
         guard reader.remaining >= frameHeaderSize else { return .incomplete }
         do {
@@ -290,18 +326,18 @@ extension JournalRecord {
             let sequence: UInt64 = try reader.read()
             let type: UInt8 = try reader.read()
             var payload = ByteReader(try reader.readBytes(length))
-            let record = try decodePayload(type: type, &payload)
+            let record = try decodePayload(type: type, major: major, &payload)
             return .record(record, sequence: sequence, size: frameHeaderSize + length)
         } catch {
             return .corrupt(error)
         }
     }
 
-    private static func decodePayload(type: UInt8, _ reader: inout ByteReader) throws(FormatError) -> JournalRecord {
+    private static func decodePayload(type: UInt8, major: UInt16, _ reader: inout ByteReader) throws(FormatError) -> JournalRecord {
         switch type {
         case 1:
             let hash = try reader.readHash()
-            let location = BodyLocation(blobID: try reader.read())
+            let location = try reader.readLocation(major: major)
             let bodySize: UInt64 = try reader.read()
             let storedAt: Int64 = try reader.read()
             let expiresAt: Int64 = try reader.read()
@@ -313,7 +349,7 @@ extension JournalRecord {
                     key: key, etag: etag))
         case 2:
             let hash = try reader.readHash()
-            let location = BodyLocation(blobID: try reader.read())
+            let location = try reader.readLocation(major: major)
             let rawReason: UInt8 = try reader.read()
             guard let reason = RemovalReason(rawValue: rawReason) else {
                 throw .invalidField("removal reason \(rawReason)")
@@ -327,12 +363,19 @@ extension JournalRecord {
             return .sealed(nextGeneration: try reader.read())
         case 5:
             return .accessed(
-                AccessedRecord(hash: try reader.readHash(), location: BodyLocation(blobID: try reader.read()), accessedAt: try reader.read()))
+                AccessedRecord(hash: try reader.readHash(), location: try reader.readLocation(major: major), accessedAt: try reader.read()))
         case 6:
             return .freshened(
                 FreshenedRecord(
-                    hash: try reader.readHash(), location: BodyLocation(blobID: try reader.read()), storedAt: try reader.read(),
+                    hash: try reader.readHash(), location: try reader.readLocation(major: major), storedAt: try reader.read(),
                     expiresAt: try reader.read()))
+        case 7:
+            return .moved(
+                MovedRecord(
+                    hash: try reader.readHash(), from: try reader.readLocation(major: major),
+                    to: try reader.readLocation(major: major)))
+        case 8:
+            return .retired(pack: try reader.read())
         default:
             return .unknown(type: type)
         }

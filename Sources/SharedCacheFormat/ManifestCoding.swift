@@ -6,21 +6,27 @@
 ///            generation:u64      ; replay starts at the beginning of this journal segment
 ///            last-sequence:u64   ; every record up to this sequence number is folded in
 ///            entry-count:u64
-///            entry-size:u32      ; 72 in version 1.0; readers ignore bytes past the fields they know
+///            entry-size:u32      ; 84 in version 2.0 (72 in 1.0); readers ignore bytes past the fields they know
 ///            reserved:u32
 ///            created-at:i64      ; milliseconds since the Unix epoch
 ///            reserved:12
 ///            header-crc:u32      ; masked CRC32C of the 60 bytes before it
-/// entry    = key-hash:32 blob-id:u64 body-size:u64 stored-at:i64 expires-at:i64 last-access:i64
+/// entry    = key-hash:32 location body-size:u64 stored-at:i64 expires-at:i64 last-access:i64
 ///            ; in no particular order, each key-hash at most once
+///            ; location: 20 bytes (see BodyLocation); blob-id:u64 in version 1
 /// trailer  = entries-crc:u32     ; masked CRC32C of all entry bytes
 /// ```
 /// A manifest whose size is not exactly header + count × entry-size + 4, or whose checksums do
-/// not match, is corrupt as a whole; the cache then rebuilds it from the blob headers.
+/// not match, is corrupt as a whole; the cache then rebuilds it from the stored bodies.
+/// Version 2 names the file `checkpoint`; version 1 named it `manifest`.
 package enum ManifestCoding {
     package static let magic: [UInt8] = Array("SCMF".utf8)
     package static let headerSize = 64
-    package static let entrySize = 72
+    /// Bytes per entry as this version writes them.
+    package static let entrySize = 84
+
+    /// Bytes per entry in format version `major`.
+    package static func entrySize(major: UInt16) -> Int { major >= 2 ? entrySize : 72 }
     package static let trailerSize = 4
 
     package struct Header: Equatable, Sendable {
@@ -28,15 +34,21 @@ package enum ManifestCoding {
         package var lastSequence: UInt64
         package var entryCount: UInt64
         package var createdAt: Int64
-        /// Bytes per entry as stored; at least ``entrySize``.
+        /// Bytes per entry as stored; at least ``entrySize(major:)``.
         package var storedEntrySize: Int = ManifestCoding.entrySize
+        /// The format version the entries are encoded in.
+        package var major: UInt16 = FormatVersion.current.major
 
-        package init(generation: UInt64, lastSequence: UInt64, entryCount: UInt64, createdAt: Int64, storedEntrySize: Int = ManifestCoding.entrySize) {
+        package init(
+            generation: UInt64, lastSequence: UInt64, entryCount: UInt64, createdAt: Int64,
+            storedEntrySize: Int = ManifestCoding.entrySize, major: UInt16 = FormatVersion.current.major
+        ) {
             self.generation = generation
             self.lastSequence = lastSequence
             self.entryCount = entryCount
             self.createdAt = createdAt
             self.storedEntrySize = storedEntrySize
+            self.major = major
         }
 
         /// The exact size of a manifest with this header.
@@ -64,7 +76,7 @@ package enum ManifestCoding {
 
     package static func encodeEntry(_ hash: KeyHash, _ entry: IndexEntry, into writer: inout ByteWriter) {
         writer.append(hash)
-        writer.append(entry.location.blobID)
+        writer.append(entry.location)
         writer.append(entry.bodySize)
         writer.append(entry.storedAt)
         writer.append(entry.expiresAt)
@@ -84,6 +96,7 @@ package enum ManifestCoding {
         try reader.expectMagic(magic)
         let major: UInt16 = try reader.read()
         guard major <= FormatVersion.current.major else { throw .unsupportedVersion(major: major) }
+        guard major >= 1 else { throw .invalidField("version \(major)") }
         _ = try reader.read(UInt16.self)
         let generation: UInt64 = try reader.read()
         let lastSequence: UInt64 = try reader.read()
@@ -93,25 +106,26 @@ package enum ManifestCoding {
         let createdAt: Int64 = try reader.read()
         _ = try reader.readBytes(12)
         try reader.verifyChecksum()
-        guard storedEntrySize >= entrySize, count <= UInt64(Int.max / 2 / storedEntrySize) else {
+        guard storedEntrySize >= entrySize(major: major), count <= UInt64(Int.max / 2 / storedEntrySize) else {
             throw .invalidField("entry size \(storedEntrySize)")
         }
         return Header(
             generation: generation, lastSequence: lastSequence, entryCount: count, createdAt: createdAt,
-            storedEntrySize: storedEntrySize)
+            storedEntrySize: storedEntrySize, major: major)
     }
 
     /// Decodes whole entries from `chunk` (a multiple of the stored entry size).
     package static func decodeEntries(
-        _ chunk: UnsafeRawBufferPointer, storedEntrySize: Int, visit: (KeyHash, IndexEntry) -> Void
+        _ chunk: UnsafeRawBufferPointer, of header: Header, visit: (KeyHash, IndexEntry) -> Void
     ) throws(FormatError) {
+        let (storedEntrySize, major) = (header.storedEntrySize, header.major)
         for start in stride(from: 0, to: chunk.count, by: storedEntrySize) {
             var entry = ByteReader(chunk, offset: start)
             let hash = try entry.readHash()
             visit(
                 hash,
                 IndexEntry(
-                    location: BodyLocation(blobID: try entry.read()), bodySize: try entry.read(), storedAt: try entry.read(),
+                    location: try entry.readLocation(major: major), bodySize: try entry.read(), storedAt: try entry.read(),
                     expiresAt: try entry.read(), lastAccess: try entry.read()))
         }
     }
@@ -143,7 +157,7 @@ package enum ManifestCoding {
         let stored = try decodeTrailer(UnsafeRawBufferPointer(rebasing: bytes[(bytes.count - trailerSize)...]))
         guard stored == CRC32C.checksum(entries) else { throw .checksumMismatch }
         reserve(Int(header.entryCount))
-        try decodeEntries(entries, storedEntrySize: header.storedEntrySize, visit: visit)
+        try decodeEntries(entries, of: header, visit: visit)
         return header
     }
 }

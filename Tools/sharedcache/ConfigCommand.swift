@@ -16,8 +16,9 @@ extension Command {
         summary: """
             Show the limits every process shares, or one of them, or set one: size-limit (bytes, or \
             with K, M, G, T; Ki, Mi, Gi, Ti for powers of 1024; 0 for none), entry-limit (0 for none), \
-            default-expiry (a duration such as 7d, or never; 0 is never too). A running sharedcached is told \
-            to re-read them.
+            default-expiry (a duration such as 7d, or never; 0 is never too), pack-threshold (bytes up to \
+            which a body is packed into a segment instead of a file of its own, at most 1Mi; 0 for none; \
+            processes that open the cache afterwards use it). A running sharedcached is told to re-read them.
             """
     ) { invocation in
         let values = try invocation.positional(0...2, "NAME")
@@ -34,6 +35,7 @@ extension Command {
                     // 0 is "none", as for the other limits (it used to be stored as 1 second).
                     let duration = text == "never" ? nil : DurationText.parse(text)
                     limits.defaultExpiry = duration == .zero ? nil : duration
+                case "pack-threshold": limits.packThreshold = Int(parseSize(text) ?? 0)
                 default: break
                 }
             }
@@ -44,11 +46,12 @@ extension Command {
             let configuration = cache.configuration
             limits = SharedCache.SharedLimits(
                 sizeLimit: configuration.sizeLimit, entryLimit: configuration.entryLimit,
-                defaultExpiry: configuration.defaultExpiry)
+                defaultExpiry: configuration.defaultExpiry, packThreshold: configuration.packThreshold)
         }
         var settings: [(String, String)] = [
             ("size-limit", "\(limits.sizeLimit)"), ("entry-limit", "\(limits.entryLimit)"),
             ("default-expiry", limits.defaultExpiry.map { "\($0.components.seconds)" } ?? "never"),
+            ("pack-threshold", "\(limits.packThreshold)"),
         ]
         if !values.isEmpty {
             guard let setting = settings.first(where: { $0.0 == values[0] }) else { throw unknownSetting(values[0]) }
@@ -75,7 +78,9 @@ extension Command {
             throw UsageError("entry-limit \(text) is not a whole number")
         case "default-expiry" where text != "never" && DurationText.parse(text) == nil:
             throw UsageError("default-expiry \(text) is not a duration like 12h or 7d, or never")
-        case "size-limit", "entry-limit", "default-expiry":
+        case "pack-threshold" where (parseSize(text) ?? .max) > UInt64(ConfigurationFile.maximumPackThreshold):
+            throw UsageError("pack-threshold \(text) is not a size from 0 to 1Mi")
+        case "size-limit", "entry-limit", "default-expiry", "pack-threshold":
             return
         default:
             throw unknownSetting(name)
@@ -83,7 +88,7 @@ extension Command {
     }
 
     private static func unknownSetting(_ name: String) -> UsageError {
-        UsageError("unknown setting \(name); the settings are size-limit, entry-limit and default-expiry")
+        UsageError("unknown setting \(name); the settings are size-limit, entry-limit, default-expiry and pack-threshold")
     }
 }
 

@@ -65,6 +65,24 @@ package protocol BodyStore: Sendable {
 
     /// Where a body is, for a person: a path relative to the cache directory.
     func describe(_ hash: KeyHash, at location: BodyLocation) -> String
+
+    /// The pack segments nobody appends to any more, last written before `cutoff`
+    /// (milliseconds since the epoch), each held locked for the caller: candidates for
+    /// retiring whole once no entry refers to them.
+    func finishedPacks(modifiedBefore cutoff: Int64) throws -> [FinishedPack]
+
+    /// Deletes a finished segment whose retirement the caller journaled.
+    func delete(_ pack: FinishedPack) throws
+
+    /// Closes what the store holds open of retired segments (`nil`: of any that are gone).
+    func close(retired packs: [UInt64]?)
+}
+
+extension BodyStore {
+    // A store without segments (blob files only) has none to retire.
+    package func finishedPacks(modifiedBefore cutoff: Int64) throws -> [FinishedPack] { [] }
+    package func delete(_ pack: FinishedPack) throws {}
+    package func close(retired packs: [UInt64]?) {}
 }
 
 /// What reading a body found.

@@ -38,6 +38,10 @@ public struct CompactionReport: Sendable {
     public var orphansRemoved: Int
     /// Blobs of earlier evictions unlinked in this pass, once their grace period was over.
     public var blobsUnlinked: Int
+    /// Pack segments deleted because no entry is in them any more.
+    public var packsRetired: Int = 0
+    /// Bytes of those segments.
+    public var packBytesReclaimed: Int64 = 0
     /// Whether a stop request ended the pass before it finished.
     public var stoppedEarly: Bool
     /// How long the pass took.
@@ -89,7 +93,7 @@ extension CacheEngine {
 ///
 /// `sharedcached` keeps one for its lifetime; `SharedCache.compact(_:)` makes one per pass.
 package final class Compactor: Sendable {
-    private let cache: CacheEngine
+    let cache: CacheEngine
     private let lock: DaemonLock
     private let pendingUnlinks = Locked<[(hash: KeyHash, location: BodyLocation, due: Int64)]>([])
     /// Where ``adoptJournaledRemovals()`` has read the journal to.
@@ -230,6 +234,7 @@ package final class Compactor: Sendable {
             let position = try cache.statistics().journalSequence
             lastCheckpoint.withLock { $0 = (position, Clock.nowMilliseconds()) }
         }
+        if !shouldStop() { (report.packsRetired, report.packBytesReclaimed) = try retireEmptyPacks() }
         if options.sweepOrphans && !shouldStop() { report.orphansRemoved = try sweepOrphans() }
         cache.counters?.add(.compactions)
         cache.counters?.raise(.lastCompactionAt, to: UInt64(Clock.nowMilliseconds()))

@@ -12,11 +12,12 @@ package import SharedCachePlatform
 ///
 /// ```
 /// <root>/format  config  lock  manifest  daemon  stats  journal/<generation>
-///        blobs/<xx>/<hash>.<id>  tmp/  fetching/<hash>
+///        packs/<pack>  blobs/<xx>/<hash>.<id>  tmp/  fetching/<hash>
 /// ```
 extension CacheDirectory {
     package static let journalDirectory = "journal"
     package static let blobsDirectory = "blobs"
+    package static let packsDirectory = "packs"
     package static let temporaryDirectory = "tmp"
     package static let fetchingDirectory = "fetching"
     package static let lockFile = "lock"

@@ -11,26 +11,27 @@ package import SharedCachePlatform
 extension CacheDirectory {
     /// The layout's folders; its other names are files.
     private static let folderNames: Set<String> = [
-        journalDirectory, blobsDirectory, temporaryDirectory, FetchLock.directoryName,
+        journalDirectory, blobsDirectory, packsDirectory, temporaryDirectory, FetchLock.directoryName,
     ]
 
     /// The names a directory may hold before its `format` file exists: an initialisation that
     /// died half-way, which the next opener finishes.
     private static let layoutNames: Set<String> = [
         FormatVersion.fileName, ConfigurationFile.fileName, lockFile, manifestFile, daemonFile, statsFile,
-        reserveFile, journalDirectory, blobsDirectory, temporaryDirectory, fetchingDirectory,
+        reserveFile, journalDirectory, blobsDirectory, packsDirectory, temporaryDirectory, fetchingDirectory,
     ]
 
     /// Opens the cache directory at `path`, creating and initialising it when needed.
     ///
     /// - Parameter sharing: who may use a directory this call creates; an existing one's mode decides.
-    /// - Returns: the directory, its lock, and the limits recorded in its `config`.
+    /// - Returns: the directory, its lock, the limits recorded in its `config`, and its format
+    ///   version (an older one is for the caller to upgrade: see `CacheEngine.upgradeFormat`).
     /// - Throws: ``SharedCacheError`` with `.notADirectory`, `.notACacheDirectory`,
     ///   `.unsupportedFormat`, `.permissionDenied`, `.unsafePath` or `.corruptData`, each saying
     ///   what to do.
     static func open(
         path: String, creating shared: ConfigurationFile, sharing requested: Sharing, timeout: Duration, durable: Bool
-    ) throws(SharedCacheError) -> (CacheDirectory, DirectoryLock, ConfigurationFile) {
+    ) throws(SharedCacheError) -> (CacheDirectory, DirectoryLock, ConfigurationFile, FormatVersion) {
         let root = try openRoot(path, mode: requested.modes.directory)
         let (sharing, isInitialized) = try perform(path: path, "opening the cache at \(path)") {
             try admit(root: root, path: path, requested: requested)
@@ -46,8 +47,8 @@ extension CacheDirectory {
                 }
             }
             try directory.refuseLinkedFolders()
-            try directory.checkFormat()
-            return (directory, lock, try directory.readConfiguration(defaults: shared))
+            let format = try directory.checkFormat()
+            return (directory, lock, try directory.readConfiguration(defaults: shared), format)
         }
     }
 
@@ -194,12 +195,12 @@ extension CacheDirectory {
     }
 
     /// Refuses a directory written by a newer major version, or one that is not a cache.
-    private func checkFormat() throws {
+    package func checkFormat() throws -> FormatVersion {
         guard let bytes = try readFile(FormatVersion.fileName) else {
             throw SharedCacheError(.corruptData, "\(path)/format vanished while opening; try again", path: path)
         }
         do {
-            _ = try FormatVersion.decode(bytes)
+            return try FormatVersion.decode(bytes)
         } catch .unsupportedVersion(let major) {
             throw SharedCacheError(
                 .unsupportedFormat,
@@ -240,7 +241,7 @@ extension CacheDirectory {
     private func initialize(with configuration: ConfigurationFile, durable: Bool) throws {
         if try status(of: FormatVersion.fileName) != nil { return }
         try Self.refuseIfForeign(root: descriptor, path: path)
-        for name in [Self.journalDirectory, Self.temporaryDirectory] { try makeDirectory(name) }
+        for name in [Self.journalDirectory, Self.packsDirectory, Self.temporaryDirectory] { try makeDirectory(name) }
         try BlobFileStore.makeFolders(in: self)
         try replaceFile(ConfigurationFile.fileName, with: configuration.encoded(), durable: durable)
         if try status(of: JournalSegment.name(1)) == nil {

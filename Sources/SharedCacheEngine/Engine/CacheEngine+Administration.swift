@@ -33,6 +33,8 @@ package struct JournalLine: Sendable, Codable {
     package var remover: String?
     package var accessedAt: Date?
     package var nextGeneration: UInt64?
+    /// The pack segment a `retired` record names, in hex.
+    package var pack: String?
 
     /// `SEQUENCE TYPE fields…` on one line.
     package var text: String {
@@ -42,6 +44,7 @@ package struct JournalLine: Sendable, Codable {
         if let reason { fields.append(reason) }
         if let remover { fields.append("by \(remover)") }
         if let nextGeneration { fields.append("next \(nextGeneration)") }
+        if let pack { fields.append("pack \(pack)") }
         if let key { fields.append(key) }
         return fields.joined(separator: " ")
     }
@@ -80,6 +83,12 @@ package struct JournalLine: Sendable, Codable {
             type = "freshened"
             hash = freshened.hash.hex
             expiresAt = date(freshened.expiresAt)
+        case .moved(let moved):
+            type = "moved"
+            hash = moved.hash.hex
+        case .retired(let pack):
+            type = "retired"
+            self.pack = String(pack, radix: 16)
         case .unknown(let code):
             type = "unknown-\(code)"
         }
@@ -184,11 +193,14 @@ extension CacheEngine {
         package var sizeLimit: UInt64
         package var entryLimit: UInt64
         package var defaultExpiry: Duration?
+        /// Takes effect in processes that open the directory afterwards.
+        package var packThreshold: Int
 
-        package init(sizeLimit: UInt64, entryLimit: UInt64, defaultExpiry: Duration?) {
+        package init(sizeLimit: UInt64, entryLimit: UInt64, defaultExpiry: Duration?, packThreshold: Int) {
             self.sizeLimit = sizeLimit
             self.entryLimit = entryLimit
             self.defaultExpiry = defaultExpiry
+            self.packThreshold = packThreshold
         }
     }
 
@@ -200,12 +212,13 @@ extension CacheEngine {
         try reloadConfiguration()
         let current = configuration
         var limits = SharedLimits(
-            sizeLimit: current.sizeLimit, entryLimit: current.entryLimit, defaultExpiry: current.defaultExpiry)
+            sizeLimit: current.sizeLimit, entryLimit: current.entryLimit, defaultExpiry: current.defaultExpiry,
+            packThreshold: current.packThreshold)
         change(&limits)
         let file = ConfigurationFile(
             sizeLimit: limits.sizeLimit,
             defaultExpirySeconds: limits.defaultExpiry.map { max(1, $0.components.seconds) },
-            entryLimit: limits.entryLimit)
+            entryLimit: limits.entryLimit, packThreshold: limits.packThreshold)
         try directory.perform("writing \(path)/config") {
             try directoryLock.withExclusiveLock(timeout: current.lockTimeout) {
                 try directory.replaceFile(ConfigurationFile.fileName, with: file.encoded(), durable: true)

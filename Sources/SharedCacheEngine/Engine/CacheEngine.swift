@@ -70,6 +70,7 @@ package final class CacheEngine: Sendable {
             defer {
                 state.forgetChangedEntries()
                 state.deliverRemovals()
+                if state.live.hasRetiredPacks { bodies.close(retired: state.live.takeRetiredPacks()) }
             }
             return try body(&state)
         }
@@ -78,10 +79,10 @@ package final class CacheEngine: Sendable {
     /// Opens the cache directory at `path`, creating it (and missing parents) if needed.
     package init(directory path: String, configuration: Configuration) throws(SharedCacheError) {
         let durable = configuration.durability == .synchronized
-        let (directory, lock, shared) = try CacheDirectory.open(
+        let (directory, lock, shared, format) = try CacheDirectory.open(
             path: path, creating: ConfigurationFile(configuration), sharing: configuration.sharing,
             timeout: configuration.lockTimeout, durable: durable)
-        let bodies = BlobFileStore(directory: directory)
+        let bodies = PackedBodyStore(directory: directory, packThreshold: shared.packThreshold)
         let (live, rebuilt) = try directory.perform("loading the index of \(path)") {
             try LiveIndex.load(directory, bodies: bodies, lock: lock, timeout: configuration.lockTimeout, durable: durable)
         }
@@ -113,6 +114,7 @@ package final class CacheEngine: Sendable {
         statistics.rebuiltOnOpen = rebuilt
         self.state = Locked(
             State(live: live, statistics: statistics, memory: MemoryTier(configuration)))
+        if format.major < FormatVersion.current.major { try upgradeFormat() }
     }
 
     package var isDurable: Bool { configuration.durability == .synchronized }

@@ -109,7 +109,12 @@ package struct Index: Sendable, Sequence {
                 entry.expiresAt = freshened.expiresAt
                 entry.lastAccess = Swift.max(entry.lastAccess, freshened.storedAt)
             }
-        case .sealed, .unknown:
+        case .moved(let moved):
+            modify(moved.hash) { entry in
+                guard entry.location == moved.from else { return }
+                entry.location = moved.to
+            }
+        case .sealed, .retired, .unknown:
             break
         }
     }

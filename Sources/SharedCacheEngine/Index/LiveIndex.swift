@@ -49,6 +49,9 @@ package final class LiveIndex {
     /// Hashes whose version changed since the owner last took them; `nil` after a clear or a
     /// resynchronisation, meaning "anything may have changed".
     private var changedHashes: [KeyHash]? = []
+    /// Pack segments retired since the owner last took them (its body store closes them);
+    /// `nil` after a resynchronisation skipped records, meaning "check every open one".
+    private var retiredPacks: [UInt64]? = []
 
     private init(directory: CacheDirectory, index: Index, cursor: JournalCursor) {
         self.directory = directory
@@ -183,9 +186,11 @@ package final class LiveIndex {
             case .stored(let stored): changedHashes?.append(stored.hash)
             case .removed(let removed): changedHashes?.append(removed.hash)
             case .cleared: changedHashes = nil
-            case .sealed, .accessed, .freshened, .unknown: break
+            case .moved(let moved): changedHashes?.append(moved.hash)
+            case .sealed, .accessed, .freshened, .retired, .unknown: break
             }
         }
+        if case .retired(let pack) = record { retiredPacks?.append(pack) }
         if collectsRemovals && sequence > reportedThrough {
             switch record {
             case .removed(let removed):
@@ -198,7 +203,7 @@ package final class LiveIndex {
                     pendingRemovals.append(
                         Removal(hash: hash, key: nil, reason: .cleared, remover: remover, sequence: sequence))
                 }
-            case .stored, .sealed, .accessed, .freshened, .unknown:
+            case .stored, .sealed, .accessed, .freshened, .moved, .retired, .unknown:
                 break
             }
             reportedThrough = sequence
@@ -213,8 +218,17 @@ package final class LiveIndex {
         case .stored: counters.add(.stores)
         case .removed(let removed): counters.addRemovals(removed.reason)
         case .cleared: counters.addRemovals(.cleared, UInt64(index.count))
-        case .sealed, .accessed, .freshened, .unknown: break
+        case .sealed, .accessed, .freshened, .moved, .retired, .unknown: break
         }
+    }
+
+    /// Whether pack segments were retired (or may have been) since the last hand-over.
+    package var hasRetiredPacks: Bool { retiredPacks?.isEmpty != false }
+
+    /// Hands over the pack segments retired since the last call; `nil` means any may have been.
+    package func takeRetiredPacks() -> [UInt64]? {
+        defer { retiredPacks = [] }
+        return retiredPacks
     }
 
     /// Hands over the removals collected so far.
@@ -239,6 +253,7 @@ package final class LiveIndex {
             }
             earlierRepairs += cursor.repairs
             if tracksChanges { changedHashes = nil }
+            retiredPacks = nil
             index = fresh
             cursor = Self.cursor(segment, after: header)
             resynchronizations += 1
@@ -318,6 +333,15 @@ package final class LiveIndex {
     {
         let (records, decision) = try decide(index)
         guard !records.isEmpty else { return (decision, false) }
+        // Records are encoded in the current version; an older segment is only ever sealed
+        // (by the upgrade), so this cannot happen unless something else wrote the journal.
+        guard cursor.segment.header.major == FormatVersion.current.major else {
+            throw SharedCacheError(
+                .unsupportedFormat,
+                "\(cursor.segment.path) is a journal segment of format version \(cursor.segment.header.major), "
+                    + "which this SharedCache does not append to; close every process using the cache and open it again",
+                path: cursor.segment.path)
+        }
         let first = cursor.lastSequence + 1
         try cursor.append(records, durable: false)
         publishJournalEnd()

@@ -100,7 +100,7 @@ package final class JournalCursor {
             try buffer.withUnsafeBytes { raw in
                 let bytes = UnsafeRawBufferPointer(rebasing: raw[..<count])
                 decoding: while consumed < count {
-                    switch JournalRecord.decodeFrame(bytes, at: consumed) {
+                    switch JournalRecord.decodeFrame(bytes, at: consumed, major: segment.header.major) {
                     case .record(let record, let sequence, let size):
                         if sequence <= lastSequence {
                             consumed += size

@@ -57,7 +57,7 @@ enum ManifestFile {
                 try chunk.withUnsafeBytes { buffer in
                     let entries = UnsafeRawBufferPointer(rebasing: buffer[..<count])
                     checksum = CRC32C.checksum(entries, extending: checksum)
-                    try ManifestCoding.decodeEntries(entries, storedEntrySize: header.storedEntrySize) { hash, entry in
+                    try ManifestCoding.decodeEntries(entries, of: header) { hash, entry in
                         index.insert(entry, for: hash)
                     }
                 }

@@ -3,7 +3,7 @@ import SharedCachePlatform
 
 /// How a process opens a cache directory.
 ///
-/// ``sizeLimit``, ``entryLimit`` and ``defaultExpiry`` are *shared*: they are written to the
+/// ``sizeLimit``, ``entryLimit``, ``defaultExpiry`` and ``packThreshold`` are *shared*: they are written to the
 /// directory's `config` file when the directory is created, and every process then uses the
 /// directory's values (``SharedCache/configuration`` shows them; `sharedcache config` changes
 /// them). The other settings are this process's own.
@@ -14,6 +14,10 @@ public struct Configuration: Sendable, Hashable {
     public var entryLimit: UInt64
     /// How long an entry lives when its put names no expiry; `nil` for forever. Shared.
     public var defaultExpiry: Duration?
+    /// Bodies of at most this many bytes are stored as records in pack segments (one `pread`
+    /// to read, one `pwrite` to write); larger ones get a file each. 0 gives every body a file
+    /// of its own. Shared; read when a process opens the directory.
+    public var packThreshold: Int
     /// Whether a put returns only once its entry would survive a power loss.
     public var durability: Durability
     /// The longest this process waits for a lock another process holds before failing with
@@ -64,8 +68,10 @@ public struct Configuration: Sendable, Hashable {
         memoryCostLimit: Int = 16 << 20,
         sharing: Sharing = .owner,
         memoryCountLimit: Int = 0,
-        memoryIdleExpiry: Duration? = nil
+        memoryIdleExpiry: Duration? = nil,
+        packThreshold: Int = Configuration.defaultPackThreshold
     ) {
+        self.packThreshold = packThreshold
         self.memoryCountLimit = memoryCountLimit
         self.memoryIdleExpiry = memoryIdleExpiry
         self.sizeLimit = sizeLimit
@@ -81,12 +87,17 @@ public struct Configuration: Sendable, Hashable {
         self.sharing = sharing
     }
 
+    /// The pack threshold of a new directory: the crossover `sharedcache-bench` measures,
+    /// above which a file per body costs less than copying bodies between segments.
+    public static let defaultPackThreshold = 16 * 1024
+
     /// This configuration with the shared limits taken from a directory's `config`.
     package func adopting(_ shared: ConfigurationFile) -> Configuration {
         var result = self
         result.sizeLimit = shared.sizeLimit
         result.entryLimit = shared.entryLimit
         result.defaultExpiry = shared.defaultExpirySeconds.map { .seconds($0) }
+        result.packThreshold = shared.packThreshold
         return result
     }
 }
@@ -134,6 +145,6 @@ extension ConfigurationFile {
         self.init(
             sizeLimit: configuration.sizeLimit,
             defaultExpirySeconds: configuration.defaultExpiry.map { max(1, $0.components.seconds) },
-            entryLimit: configuration.entryLimit)
+            entryLimit: configuration.entryLimit, packThreshold: configuration.packThreshold)
     }
 }

@@ -11,7 +11,7 @@ struct CompactionTests {
 
     @Test func expiredEntriesGoFirstAndTheRestStays() throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace)
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace.withBlobFiles)
         for index in 0..<5 {
             try cache.put(
                 key: "old \(index)", data: Data(count: 100), metadata: EntryMetadata(expiry: .at(.distantPast)))
@@ -65,7 +65,7 @@ struct CompactionTests {
         var configuration = Self.quickGrace
         configuration.evictionGracePeriod = .zero
         configuration.journalRetention = .seconds(60)
-        let cache = try SharedCache(directory: directory("cache"), configuration: configuration)
+        let cache = try SharedCache(directory: directory("cache"), configuration: configuration.withBlobFiles)
         for index in 0..<6 {
             try cache.put(key: "gone \(index)", data: Data(count: 100), metadata: EntryMetadata(expiry: .at(.distantPast)))
         }
@@ -87,7 +87,7 @@ struct CompactionTests {
         let directory = try TemporaryDirectory()
         var configuration = Self.quickGrace
         configuration.evictionGracePeriod = .seconds(1)
-        let cache = try SharedCache(directory: directory("cache"), configuration: configuration)
+        let cache = try SharedCache(directory: directory("cache"), configuration: configuration.withBlobFiles)
         try cache.put(key: "victim", data: Data("pinned body".utf8), metadata: EntryMetadata(expiry: .at(.distantPast)))
         let blob = directory("cache/blobs/\(try #require(try blobFiles(in: directory("cache")).first))")
         let pinned = try #require(FileHandle(forReadingAtPath: blob))  // a reader that opened it
@@ -149,7 +149,7 @@ struct CompactionTests {
 
     @Test func aDryRunChangesNothing() throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace)
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace.withBlobFiles)
         for index in 0..<20 { try cache.put(key: "k\(index)", data: Data(count: 1000)) }
         let journal = try Data(contentsOf: URL(fileURLWithPath: directory("cache/journal/0000000000000001")))
         let manifest = try Data(contentsOf: URL(fileURLWithPath: directory("cache/manifest")))
@@ -167,7 +167,7 @@ struct CompactionTests {
 
     @Test func verifyRepairsPlantedDamageAndThenIsClean() throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"))
+        let cache = try SharedCache(directory: directory("cache"), configuration: .blobFiles)
         for index in 0..<6 { try cache.put(key: "k\(index)", data: Data(repeating: UInt8(index), count: 500)) }
         #expect(try cache.verify().isClean)
         let blobs = try blobFiles(in: directory("cache")).sorted()
@@ -189,7 +189,7 @@ struct CompactionTests {
         let repaired = try cache.verify(repair: true)
         #expect(repaired.isClean)
         #expect(repaired.problems.count == 4)
-        let again = try SharedCache(directory: directory("cache")).verify()
+        let again = try SharedCache(directory: directory("cache"), configuration: .blobFiles).verify()
         #expect(again.isClean)
         #expect(again.problems.isEmpty)
         #expect(again.entriesChecked == 4)

@@ -192,7 +192,7 @@ struct FetchTests {
 
     @Test func aBlobThatCannotBePinnedMeansNoValidators() async throws {
         try origin.write("/plain/g.txt", "gone")
-        let cache = try cache(Configuration(memoryCostLimit: 0))
+        let cache = try cache(Configuration(memoryCostLimit: 0).withBlobFiles)
         _ = try await cache.fetch(request("/plain/g.txt"))
         for blob in try blobFiles(in: directory("cache")) {
             try FileManager.default.removeItem(atPath: directory("cache/blobs/\(blob)"))
@@ -245,7 +245,7 @@ struct FetchTests {
         // At 100 KB/s this download takes over three minutes: it is surely under way when the
         // worker dies, however long a busy test run takes to get here.
         try origin.write("/stall/killed.bin", Data(count: 20_000_000))
-        let cache = try cache()
+        let cache = try cache(.blobFiles)
         let url = origin.url("/stall/killed.bin")
         let worker = try Worker.start(["fetch", directory("cache"), url.absoluteString])
         let lockFile = directory("cache/fetching/\(KeyHash(key: SharedCache.cacheKey(for: url)).hex)")

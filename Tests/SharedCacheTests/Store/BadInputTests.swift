@@ -13,7 +13,7 @@ import Darwin
 struct BadInputTests {
     /// Damage is planted on disk after a put; the memory tier would serve its verified copy of
     /// the put, so the tests that read damaged blobs turn it off.
-    static let diskOnly = Configuration(memoryCostLimit: 0)
+    static let diskOnly = Configuration(memoryCostLimit: 0).withBlobFiles
 
     @Test func aPathThatIsAFileIsNotADirectory() throws {
         let directory = try TemporaryDirectory()
@@ -86,14 +86,14 @@ struct BadInputTests {
 
     @Test func foreignFilesInBlobsAreIgnored() throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"))
+        let cache = try SharedCache(directory: directory("cache"), configuration: .blobFiles)
         try cache.put(key: "k", data: Data("v".utf8))
         _ = FileManager.default.createFile(atPath: directory("cache/blobs/ab/hello.txt"), contents: Data("x".utf8))
         _ = FileManager.default.createFile(atPath: directory("cache/blobs/README"), contents: Data("x".utf8))
         try FileManager.default.createDirectory(
             atPath: directory("cache/blobs/zz/nested"), withIntermediateDirectories: true)
         try Data("garbage".utf8).write(to: URL(fileURLWithPath: directory("cache/manifest")))  // force a rebuild scan
-        let reopened = try SharedCache(directory: directory("cache"))
+        let reopened = try SharedCache(directory: directory("cache"), configuration: .blobFiles)
         #expect(try reopened.statistics().rebuiltOnOpen)
         #expect(try reopened.statistics().entryCount == 1)
         #expect(try reopened.get(key: "k")?.data == Data("v".utf8))

@@ -14,7 +14,7 @@ import Darwin
 struct HostileDirectoryTests {
     @Test func aNewCacheIsPrivateToItsOwner() throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"))
+        let cache = try SharedCache(directory: directory("cache"), configuration: .blobFiles)
         try cache.put(key: "k", data: Data("v".utf8))
         for path in ["cache", "cache/blobs", "cache/journal", "cache/tmp"] {
             let mode = try #require(FileManager.default.attributesOfItem(atPath: directory(path))[.posixPermissions] as? Int)

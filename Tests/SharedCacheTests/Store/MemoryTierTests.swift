@@ -9,8 +9,8 @@ struct MemoryTierTests {
     /// Two instances on one directory coordinate only through its files, as two processes do.
     @Test func aCopyIsServedUntilAnotherInstanceReplacesOrRemovesTheEntry() throws {
         let directory = try TemporaryDirectory()
-        let reader = try SharedCache(directory: directory("cache"))
-        let writer = try SharedCache(directory: directory("cache"), configuration: Configuration(memoryCostLimit: 0))
+        let reader = try SharedCache(directory: directory("cache"), configuration: .blobFiles)
+        let writer = try SharedCache(directory: directory("cache"), configuration: Configuration(memoryCostLimit: 0).withBlobFiles)
         try writer.put(key: "k", data: Data("one".utf8))
         #expect(try reader.get(key: "k")?.data == Data("one".utf8))
 
@@ -33,7 +33,7 @@ struct MemoryTierTests {
 
     @Test func thePutterKeepsACopyToo() throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"))
+        let cache = try SharedCache(directory: directory("cache"), configuration: .blobFiles)
         try cache.put(key: "k", data: Data("body".utf8))
         for blob in try blobFiles(in: directory("cache")) {
             try FileManager.default.removeItem(atPath: directory("cache/blobs/\(blob)"))

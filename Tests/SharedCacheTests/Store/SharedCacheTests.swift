@@ -41,7 +41,7 @@ struct SharedCacheTests {
 
     @Test func putReplacesAndUnlinksTheSupersededBlob() throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"))
+        let cache = try SharedCache(directory: directory("cache"), configuration: .blobFiles)
         for version in 0..<5 { try cache.put(key: "k", data: Data("version \(version)".utf8)) }
         #expect(try cache.get(key: "k")?.data == Data("version 4".utf8))
         #expect(try blobFiles(in: directory("cache")).count == 1)
@@ -50,7 +50,7 @@ struct SharedCacheTests {
 
     @Test func removeAndClear() throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"))
+        let cache = try SharedCache(directory: directory("cache"), configuration: .blobFiles)
         for index in 0..<10 { try cache.put(key: "key \(index)", data: Data("body \(index)".utf8)) }
         #expect(try cache.remove(key: "key 3"))
         #expect(try !cache.remove(key: "key 3"))
@@ -99,7 +99,7 @@ struct SharedCacheTests {
     @Test(arguments: ["../../etc/passwd", "a\0b", "a\0c", String(repeating: "k", count: 10_000), "ключ/🔑", "/", "."])
     func unusualKeysAreSafe(key: String) throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"))
+        let cache = try SharedCache(directory: directory("cache"), configuration: .blobFiles)
         try cache.put(key: key, data: Data(key.utf8))
         try cache.put(key: key + "-other", data: Data("other".utf8))
         #expect(try cache.get(key: key)?.data == Data(key.utf8))
@@ -161,7 +161,7 @@ struct SharedCacheTests {
 
     @Test func concurrentThreadsShareOneInstance() async throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"))
+        let cache = try SharedCache(directory: directory("cache"), configuration: .blobFiles)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for thread in 0..<8 {
                 group.addTask {

@@ -185,6 +185,7 @@ struct SharedCacheToolTests {
 
     /// `verify` reports planted damage and exits 65; `--repair` fixes it; the next verify is clean.
     @Test func verifyFindsAndRepairsPlantedDamage() throws {
+        _ = try SharedCache(directory: cache, configuration: .blobFiles)  // damage is planted in blob files
         for index in 0..<5 {
             #expect(try run("put", "k\(index)", input: String(repeating: "\(index)", count: 300)).status == 0)
         }

@@ -19,7 +19,8 @@ struct SharedCachedTests {
         let cache = try SharedCache(
             directory: path,
             configuration: Configuration(
-                sizeLimit: limit, journalRetention: .zero, evictionGracePeriod: .milliseconds(20)))
+                sizeLimit: limit, journalRetention: .zero, evictionGracePeriod: .milliseconds(20)
+            ).withBlobFiles)
         for index in 0..<count {
             let expiry: Expiry? = index < expired ? .at(.distantPast) : nil
             try cache.put(key: "k\(index)", data: Data(count: size), metadata: EntryMetadata(expiry: expiry))

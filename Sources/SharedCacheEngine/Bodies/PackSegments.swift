@@ -1,0 +1,314 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+package import SharedCacheFormat
+package import SharedCachePlatform
+
+/// This process's pack segments: the one it appends to, and the descriptors it reads through.
+///
+/// A segment has one writer for its whole life, the process that created it, which holds an
+/// exclusive flock on it for as long as it may append: an unlocked segment is finished, and
+/// nobody appends to it again. The writer `pwrite`s at an offset it keeps itself (no
+/// `O_APPEND`: another process's short write could never land in the middle of its records),
+/// and a record becomes an entry only when its journal record names it. Readers `pread` a
+/// record whole through a descriptor kept open in a small least-recently-used cache. Thread-safe.
+package final class PackSegments: Sendable {
+    /// A segment is full at this size; the next record starts a new one.
+    package static let segmentCapacity: UInt64 = 64 << 20
+    /// Descriptors kept open for reading; a process reading more segments reopens some.
+    package static let openSegmentLimit = 64
+
+    let directory: CacheDirectory
+    private let writer = Locked<ActiveSegment?>(nil)
+    private let readers = Locked(OpenSegments())
+
+    package init(directory: CacheDirectory) {
+        self.directory = directory
+    }
+
+    /// `packs/<16 hex digits>`.
+    package static func name(_ pack: UInt64) -> String {
+        var digits = [UInt8](repeating: 0, count: 16)
+        digits.withUnsafeMutableBytes { writeHexDigits(pack, width: 16, into: $0) }
+        return "\(CacheDirectory.packsDirectory)/\(String(decoding: digits, as: UTF8.self))"
+    }
+
+    /// The pack a segment's file name names; `nil` for any other name.
+    package static func parseName(_ name: String) -> UInt64? {
+        guard name.utf8.count == 16, let pack = UInt64(name, radix: 16), pack != 0 else { return nil }
+        return pack
+    }
+
+    // MARK: Writing
+
+    /// Appends a record holding `header` and `body` to this process's segment and returns its
+    /// location. A failed write abandons the segment, so no record ever follows a torn one.
+    package func append(_ header: BlobHeader, body: UnsafeRawBufferPointer, durable: Bool) throws -> BodyLocation {
+        let headerBytes = header.encoded()
+        let length = PackRecord.length(headerSize: headerBytes.count, bodySize: body.count)
+        return try writer.withLock { active in
+            if let current = active, current.end + UInt64(length) > Self.segmentCapacity { active = nil }
+            if active == nil { active = try ActiveSegment.create(in: directory, durable: durable) }
+            let segment = active!
+            let location = BodyLocation(pack: segment.pack, position: segment.end, length: UInt32(length))
+            let prefix = PackRecord.prefix(
+                pack: segment.pack, position: segment.end, length: UInt32(length), header: headerBytes)
+            let recordEnd = PackRecord.next(after: segment.end, length: UInt32(length))
+            do {
+                // One buffer, one pwrite: the record and its padding.
+                let record = UnsafeMutableRawBufferPointer.allocate(
+                    byteCount: Int(recordEnd - segment.end), alignment: 16)
+                defer { record.deallocate() }
+                record.initializeMemory(as: UInt8.self, repeating: 0)
+                prefix.withUnsafeBytes { record.copyMemory(from: $0) }
+                headerBytes.withUnsafeBytes {
+                    UnsafeMutableRawBufferPointer(rebasing: record[PackRecord.prefixSize...]).copyMemory(from: $0)
+                }
+                UnsafeMutableRawBufferPointer(rebasing: record[(PackRecord.prefixSize + headerBytes.count)...])
+                    .copyMemory(from: body)
+                try segment.file.writeAll(UnsafeRawBufferPointer(record), atAbsoluteOffset: Int64(segment.end))
+                if durable { try segment.file.synchronizeData() }
+            } catch {
+                active = nil
+                throw error
+            }
+            segment.end = recordEnd
+            return location
+        }
+    }
+
+    /// The segment this process appends to, if any: the compactor leaves it alone.
+    package var activePack: UInt64? { writer.withLock { $0?.pack } }
+
+    /// Gives up the segment this process appends to (closing the cache, or in tests): it is
+    /// then finished, and the compactor may reclaim it.
+    package func finishActiveSegment() {
+        writer.withLock { $0 = nil }
+    }
+
+    // MARK: Reading
+
+    /// The segment `pack`, open for reading; `nil` when it no longer exists (retired).
+    package func open(_ pack: UInt64) throws -> PackFile? {
+        if let file = readers.withLock({ $0.file(pack) }) { return file }
+        guard let descriptor = try directory.openIfPresent(Self.name(pack), flags: O_RDONLY | O_NONBLOCK) else {
+            return nil
+        }
+        let file = PackFile(pack: pack, file: descriptor)
+        return readers.withLock { $0.insert(file) }
+    }
+
+    /// Closes the descriptors of retired segments (`nil`: of any whose file is gone), so their
+    /// space comes back.
+    package func close(retired packs: [UInt64]?) {
+        readers.withLock { open in
+            if let packs {
+                for pack in packs { open.remove(pack) }
+            } else {
+                open.removeAll { (try? $0.file.status().linkCount) == 0 }
+            }
+        }
+    }
+}
+
+/// A pack segment open for reading. Immutable; reads are `pread`s, so any thread may use it,
+/// and whoever holds it (a pinned body) keeps the bytes readable after the file is deleted.
+package final class PackFile: Sendable {
+    package let pack: UInt64
+    package let file: FileDescriptor
+
+    init(pack: UInt64, file: consuming FileDescriptor) {
+        self.pack = pack
+        self.file = file
+    }
+}
+
+/// The segment this process appends to, holding its flock for as long as it is open.
+private final class ActiveSegment: @unchecked Sendable {
+    // @unchecked: `end` changes only under PackSegments' writer mutex.
+    let pack: UInt64
+    let file: FileDescriptor
+    var end: UInt64
+
+    private init(pack: UInt64, file: consuming FileDescriptor, end: UInt64) {
+        self.pack = pack
+        self.file = file
+        self.end = end
+    }
+
+    /// Creates a new segment under a fresh name and takes its lock: a name never used before,
+    /// so no reader can hold an older file by it.
+    static func create(in directory: CacheDirectory, durable: Bool) throws -> ActiveSegment {
+        for _ in 0..<4 {
+            let pack = UniqueNames.next()
+            let name = PackSegments.name(pack)
+            let opened: FileDescriptor?
+            do {
+                opened = try directory.open(name, flags: O_RDWR | O_CREAT | O_EXCL)
+            } catch {
+                guard error.errno == EEXIST || error.errno == ENOENT else { throw error }
+                // ENOENT: `packs/` was removed by hand; EEXIST: try another name.
+                if error.errno == ENOENT { try directory.makeDirectory(CacheDirectory.packsDirectory) }
+                opened = nil
+            }
+            guard let file = opened else { continue }
+            _ = try file.tryLock(.exclusive)  // a new file: nobody else can hold it
+            let header = PackRecord.segmentHeader(pack: pack, createdAt: Clock.nowMilliseconds())
+            try header.withUnsafeBytes { try file.writeAll($0, atAbsoluteOffset: 0) }
+            if durable {
+                try file.synchronizeData()
+                try directory.synchronizeDirectory(containing: name)
+            }
+            return ActiveSegment(pack: pack, file: file, end: UInt64(PackRecord.segmentHeaderSize))
+        }
+        throw SystemError("open", errno: EEXIST, path: CacheDirectory.packsDirectory)
+    }
+}
+
+/// The read descriptors, least recently used first out.
+private struct OpenSegments {
+    private var files: [UInt64: (file: PackFile, lastUse: UInt64)] = [:]
+    private var clock: UInt64 = 0
+
+    mutating func file(_ pack: UInt64) -> PackFile? {
+        guard let found = files[pack]?.file else { return nil }
+        clock += 1
+        files[pack]!.lastUse = clock
+        return found
+    }
+
+    /// Keeps `file`, unless another thread opened the same segment first (then that one).
+    mutating func insert(_ file: PackFile) -> PackFile {
+        if let existing = self.file(file.pack) { return existing }
+        if files.count >= PackSegments.openSegmentLimit,
+            let oldest = files.min(by: { $0.value.lastUse < $1.value.lastUse })?.key
+        {
+            files[oldest] = nil
+        }
+        clock += 1
+        files[file.pack] = (file, clock)
+        return file
+    }
+
+    mutating func remove(_ pack: UInt64) { files[pack] = nil }
+
+    mutating func removeAll(where shouldRemove: (PackFile) -> Bool) {
+        files = files.filter { !shouldRemove($0.value.file) }
+    }
+}
+
+/// A pack segment nobody appends to any more, locked by the caller: while this exists no
+/// other process can take it for its own, and the compactor may retire it.
+package final class FinishedPack: Sendable {
+    package let pack: UInt64
+    package let size: Int64
+    fileprivate let file: FileDescriptor
+
+    fileprivate init(pack: UInt64, size: Int64, file: consuming FileDescriptor) {
+        self.pack = pack
+        self.size = size
+        self.file = file
+    }
+}
+
+extension PackSegments {
+    // MARK: Scanning
+
+    /// Every pack segment's number, in no particular order.
+    package func segments() throws -> [UInt64] {
+        try directory.contents(of: CacheDirectory.packsDirectory).compactMap(Self.parseName)
+    }
+
+    /// Calls `visit` with every record of segment `pack` whose place and header check out (not
+    /// its body: that is checked when it is read). A damaged stretch is skipped: the scan tries
+    /// each 8-byte boundary after it until a record's check holds again.
+    package func scan(_ pack: UInt64, _ visit: (BodyLocation, BlobHeader) throws -> Void) throws {
+        guard let file = try directory.openIfPresent(Self.name(pack), flags: O_RDONLY | O_NONBLOCK) else { return }
+        let size = UInt64(try file.status().size)
+        let window = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(
+            byteCount: window + 2 * ConfigurationFile.maximumPackThreshold + 4096, alignment: 16)
+        defer { buffer.deallocate() }
+        var position = UInt64(PackRecord.segmentHeaderSize)
+        var base: UInt64 = 0
+        var count = 0
+        while position + UInt64(PackRecord.prefixSize) <= size {
+            // Keep the record at `position` whole in the buffer: refill from it when it may not be.
+            if position < base || position + UInt64(PackRecord.prefixSize + BlobHeader.fixedSize) > base + UInt64(count)
+                || position - base > UInt64(window)
+            {
+                base = position
+                count = try file.read(fromAbsoluteOffset: Int64(base), into: buffer)
+                guard count > 0 else { return }
+            }
+            let available = UnsafeRawBufferPointer(rebasing: buffer[Int(position - base)..<count])
+            guard let length = PackRecord.declaredLength(available, pack: pack, position: position) else {
+                position += UInt64(PackRecord.alignment)
+                continue
+            }
+            let location = BodyLocation(pack: pack, position: position, length: length)
+            if Int(length) <= available.count,
+                let (header, _) = try? PackRecord.decode(
+                    UnsafeRawBufferPointer(rebasing: available[..<Int(length)]), at: location)
+            {
+                try visit(location, header)
+                position = PackRecord.next(after: position, length: length)
+            } else if Int(length) > available.count, position != base {
+                base = 0
+                count = 0  // refill from here
+            } else {
+                position += UInt64(PackRecord.alignment)
+            }
+        }
+    }
+
+    /// Files in `packs/` that are not pack segments (repair removes them), and segments that
+    /// are not yet named by anything: what `verify` reports.
+    package func audit(repair: Bool) throws -> [BodyProblem] {
+        var problems: [BodyProblem] = []
+        for name in try directory.contents(of: CacheDirectory.packsDirectory).sorted() {
+            let path = "\(CacheDirectory.packsDirectory)/\(name)"
+            guard let status = try directory.status(of: path) else { continue }
+            if Self.parseName(name) != nil, status.isRegularFile { continue }
+            let removable = !status.isDirectory
+            if repair && removable { try directory.removeFile(path) }
+            problems.append(
+                BodyProblem(
+                    kind: .foreign, orphan: nil, path: path, detail: "not a pack segment",
+                    removed: repair && removable))
+        }
+        return problems
+    }
+
+    // MARK: Reclaiming
+
+    /// The segments whose writer finished with them (or died) and that were last written
+    /// before `cutoff`, each locked: the compactor's candidates for retiring whole. This
+    /// process's own segment is never among them.
+    package func finished(modifiedBefore cutoff: Int64) throws -> [FinishedPack] {
+        let own = activePack
+        var found: [FinishedPack] = []
+        for pack in try segments() where pack != own {
+            guard let file = try directory.openIfPresent(Self.name(pack), flags: O_RDONLY | O_NONBLOCK) else {
+                continue
+            }
+            let status = try file.status()
+            guard status.isRegularFile, status.modifiedMilliseconds < cutoff, try file.tryLock(.exclusive) else {
+                continue
+            }
+            found.append(FinishedPack(pack: pack, size: status.size, file: file))
+        }
+        return found
+    }
+
+    /// Deletes a finished segment; the caller journaled its retirement first, so every process
+    /// closes its descriptor and the space comes back.
+    package func delete(_ pack: FinishedPack) throws {
+        try directory.removeFile(Self.name(pack.pack))
+        close(retired: [pack.pack])
+    }
+}

@@ -1,0 +1,248 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Foundation
+package import SharedCacheFormat
+package import SharedCachePlatform
+
+/// The body store of format version 2: bodies up to the directory's pack threshold as records in pack
+/// segments (see ``PackSegments``), larger ones in blob files of their own
+/// (``BlobFileStore``, which also keeps reading the blobs of a directory made by version 1).
+///
+/// A small get is one `pread` on a descriptor kept open, where a blob costs open, read and
+/// close; a small put is one `pwrite` to a file this process owns, where a blob costs a
+/// create and a rename. Space of packed bodies comes back a segment at a time
+/// (``finishedPacks(modifiedBefore:)``), not per entry. Thread-safe.
+package struct PackedBodyStore: BodyStore {
+    /// Bodies of at most this many bytes are packed (`pack-threshold` in the directory's
+    /// `config`); 0 packs none.
+    package let packThreshold: Int
+    package let blobs: BlobFileStore
+    package let packs: PackSegments
+
+    package init(directory: CacheDirectory, packThreshold: Int) {
+        self.packThreshold = packThreshold
+        blobs = BlobFileStore(directory: directory)
+        packs = PackSegments(directory: directory)
+    }
+
+    // MARK: Writing
+
+    package func write(_ header: BlobHeader, body: UnsafeRawBufferPointer, durable: Bool) throws -> BodyLocation {
+        guard body.count <= packThreshold, packThreshold > 0 else { return try blobs.write(header, body: body, durable: durable) }
+        return try packs.append(header, body: body, durable: durable)
+    }
+
+    /// Reads up to ``packThreshold`` bytes first: a body that ends within them is packed; a
+    /// longer one goes to a blob, starting with the bytes already read.
+    package func write(
+        _ header: BlobHeader, durable: Bool, readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
+    ) throws -> (BodyLocation, BlobHeader) {
+        guard packThreshold > 0 else { return try blobs.write(header, durable: durable, readingBody: read) }
+        let start = UnsafeMutableRawBufferPointer.allocate(byteCount: packThreshold + 1, alignment: 16)
+        defer { start.deallocate() }
+        var count = 0
+        var ended = false
+        while count < start.count, !ended {
+            switch try read(UnsafeMutableRawBufferPointer(rebasing: start[count...])) {
+            case .end:
+                ended = true
+            case .bytes(let read):
+                count += read
+            case .zeros(let zeros):
+                let fill = min(Int(clamping: zeros), start.count - count)
+                UnsafeMutableRawBufferPointer(rebasing: start[count..<(count + fill)]).initializeMemory(
+                    as: UInt8.self, repeating: 0)
+                count += fill
+                // More zeros than fit make the body too big to pack: the blob gets the rest.
+                if Int64(fill) < zeros { return try writeBlob(header, durable, start, count, zeros - Int64(fill), read) }
+            }
+        }
+        guard ended else { return try writeBlob(header, durable, start, count, 0, read) }
+        var finished = header
+        let body = UnsafeRawBufferPointer(rebasing: start[..<count])
+        finished.bodySize = UInt64(count)
+        finished.bodyChecksum = CRC32C.checksum(body)
+        return (try packs.append(finished, body: body, durable: durable), finished)
+    }
+
+    /// A streamed body too big to pack: the bytes (and zeros) already read, then the rest.
+    private func writeBlob(
+        _ header: BlobHeader, _ durable: Bool, _ start: UnsafeMutableRawBufferPointer, _ count: Int,
+        _ zeros: Int64, _ read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
+    ) throws -> (BodyLocation, BlobHeader) {
+        var replayed = 0
+        var zerosLeft = zeros
+        return try blobs.write(header, durable: durable) { buffer in
+            if replayed < count {
+                let piece = min(buffer.count, count - replayed)
+                buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: start[replayed..<(replayed + piece)]))
+                replayed += piece
+                return .bytes(piece)
+            }
+            if zerosLeft > 0 {
+                defer { zerosLeft = 0 }
+                return .zeros(zerosLeft)
+            }
+            return try read(buffer)
+        }
+    }
+
+    /// Nothing to do for a packed body: its space comes back with its segment's.
+    package func reclaim(_ hash: KeyHash, at location: BodyLocation) throws {
+        guard !location.isPacked else { return }
+        try blobs.reclaim(hash, at: location)
+    }
+
+    // MARK: Reading
+
+    package func read(_ hash: KeyHash, at location: BodyLocation, key: UnsafeRawBufferPointer, expectedSize: UInt64)
+        throws -> BodyRead
+    {
+        guard location.isPacked else {
+            return try blobs.read(hash, at: location, key: key, expectedSize: expectedSize)
+        }
+        guard let file = try packs.open(location.pack) else { return .missing }
+        return try Self.read(file, hash: hash, at: location, key: key, expectedSize: expectedSize)
+    }
+
+    /// Reads the record at `location` with one `pread` and checks it whole: its place, header,
+    /// key, size and body checksum.
+    fileprivate static func read(
+        _ file: PackFile, hash: KeyHash, at location: BodyLocation, key: UnsafeRawBufferPointer, expectedSize: UInt64
+    ) throws -> BodyRead {
+        let length = Int(location.length)
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(length, 1), alignment: 16)
+        var handedOff = false
+        defer { if !handedOff { storage.deallocate() } }
+        let count = try file.file.read(fromAbsoluteOffset: Int64(location.position), into: storage)
+        guard count == length else { return .damaged("the pack segment ends inside the record") }
+        let bytes = UnsafeRawBufferPointer(storage)
+        let header: BlobHeader
+        let bodyOffset: Int
+        do {
+            (header, bodyOffset) = try PackRecord.decode(bytes, at: location)
+        } catch {
+            return .damaged("record: \(error)")
+        }
+        guard header.keyHash == hash, header.key.hasSameBytes(as: key) else { return .damaged("holds another key") }
+        guard header.bodySize == expectedSize else { return .damaged("body size does not match") }
+        let body = UnsafeRawBufferPointer(rebasing: bytes[bodyOffset...])
+        guard CRC32C.checksum(body) == header.bodyChecksum else { return .damaged("body checksum does not match") }
+        handedOff = true
+        let data = Data(
+            bytesNoCopy: storage.baseAddress! + bodyOffset, count: body.count,
+            deallocator: .custom { pointer, _ in (pointer - bodyOffset).deallocate() })
+        return .found(header, data)
+    }
+
+    package func stream(
+        _ hash: KeyHash, at location: BodyLocation, key: [UInt8], expectedSize: UInt64,
+        into body: ((BodyPiece, Int64) throws -> Void)?
+    ) throws -> BodyStream {
+        guard location.isPacked else {
+            return try blobs.stream(hash, at: location, key: key, expectedSize: expectedSize, into: body)
+        }
+        // A packed body is small: read and check it whole, then hand it on in one piece.
+        let read = try key.withUnsafeBytes { key in
+            try self.read(hash, at: location, key: key, expectedSize: expectedSize)
+        }
+        switch read {
+        case .missing: return .missing
+        case .damaged(let reason): return .damaged(reason)
+        case .found(let header, let data):
+            try data.withUnsafeBytes { try body?(.bytes($0), 0) }
+            return .intact(header)
+        }
+    }
+
+    package func pin(_ hash: KeyHash, at location: BodyLocation, key: [UInt8], expectedSize: UInt64) throws
+        -> (any PinnedBody, BlobHeader)?
+    {
+        guard location.isPacked else { return try blobs.pin(hash, at: location, key: key, expectedSize: expectedSize) }
+        guard let file = try packs.open(location.pack) else { return nil }
+        let pinned = PinnedRecord(file: file, hash: hash, location: location, key: key, expectedSize: expectedSize)
+        guard case .found(let header, _) = try pinned.read() else { return nil }
+        return (pinned, header)
+    }
+
+    package func readHeader(_ hash: KeyHash, at location: BodyLocation) throws -> BlobHeader? {
+        guard location.isPacked else { return try blobs.readHeader(hash, at: location) }
+        guard let file = try packs.open(location.pack) else { return nil }
+        var bytes = [UInt8](repeating: 0, count: Int(location.length))
+        let count = try bytes.withUnsafeMutableBytes {
+            try file.file.read(fromAbsoluteOffset: Int64(location.position), into: $0)
+        }
+        guard count == bytes.count,
+            let (header, _) = try? bytes.withUnsafeBytes({ try PackRecord.decode($0, at: location) }),
+            header.keyHash == hash
+        else { return nil }
+        return header
+    }
+
+    package func describe(_ hash: KeyHash, at location: BodyLocation) -> String {
+        guard location.isPacked else { return blobs.describe(hash, at: location) }
+        return "\(PackSegments.name(location.pack)) at \(location.position)"
+    }
+
+    // MARK: Scanning
+
+    package func forEachBody(_ visit: (KeyHash, BodyLocation, BlobHeader) throws -> Void) throws {
+        try blobs.forEachBody(visit)
+        for pack in try packs.segments() {
+            try packs.scan(pack) { location, header in
+                guard header.key.withUnsafeBytes({ KeyHash(hashing: $0) }) == header.keyHash else { return }
+                try visit(header.keyHash, location, header)
+            }
+        }
+    }
+
+    package func audit(isLive: (KeyHash, BodyLocation) -> Bool, orphanCutoff: Int64, repair: Bool) throws
+        -> [BodyProblem]
+    {
+        try blobs.audit(isLive: isLive, orphanCutoff: orphanCutoff, repair: repair)
+            + packs.audit(repair: repair)
+    }
+
+    // MARK: Segments
+
+    package func finishedPacks(modifiedBefore cutoff: Int64) throws -> [FinishedPack] {
+        try packs.finished(modifiedBefore: cutoff)
+    }
+
+    package func delete(_ pack: FinishedPack) throws {
+        try packs.delete(pack)
+    }
+
+    package func close(retired packs: [UInt64]?) {
+        self.packs.close(retired: packs)
+    }
+}
+
+/// A packed body held readable: the segment's descriptor stays open while this exists, even
+/// after the segment is retired and deleted. Immutable; any thread may read it.
+final class PinnedRecord: PinnedBody {
+    private let file: PackFile
+    private let hash: KeyHash
+    private let location: BodyLocation
+    private let key: [UInt8]
+    private let expectedSize: UInt64
+
+    init(file: PackFile, hash: KeyHash, location: BodyLocation, key: [UInt8], expectedSize: UInt64) {
+        self.file = file
+        self.hash = hash
+        self.location = location
+        self.key = key
+        self.expectedSize = expectedSize
+    }
+
+    func read() throws -> BodyRead {
+        try key.withUnsafeBytes { key in
+            try PackedBodyStore.read(file, hash: hash, at: location, key: key, expectedSize: expectedSize)
+        }
+    }
+}

@@ -1,0 +1,130 @@
+/// Pack segments, `packs/<pack>`: small bodies appended one after another by the one process
+/// that owns the segment.
+///
+/// ```
+/// pack-segment = pack-header *(record padding)
+/// pack-header  = "SCPK" major:u16 minor:u16 pack:u64 created-at:i64
+///                reserved:u32 header-crc:u32        ; 32 bytes; crc of the 28 before it
+/// record       = "SCPR" length:u32 check:u32 header body
+///                ; length = bytes of the whole record, these 12 included (not the padding)
+///                ; check  = masked CRC32C of pack:u64 position:u64 length:u32 header-crc:u32,
+///                ;          where position is the record's offset in the segment and
+///                ;          header-crc the last 4 bytes of its header
+///                ; header = a body header (BlobHeader), whose checksums cover itself and the body
+/// padding      = zeros up to the next multiple of 8 bytes
+/// ```
+/// The check ties a record to its place: the same bytes anywhere else (another segment, another
+/// offset, a copy) fail it, and a scan of a segment damaged in the middle finds the next record
+/// by trying each 8-byte boundary. Integers are little-endian.
+package enum PackRecord {
+    package static let segmentMagic: [UInt8] = Array("SCPK".utf8)
+    package static let recordMagic: [UInt8] = Array("SCPR".utf8)
+    package static let segmentHeaderSize = 32
+    /// Bytes before the body header: magic, length, check.
+    package static let prefixSize = 12
+    /// Records start at multiples of this.
+    package static let alignment = 8
+
+    /// The 32-byte header of pack `pack`.
+    package static func segmentHeader(pack: UInt64, createdAt: Int64) -> [UInt8] {
+        var writer = ByteWriter(capacity: segmentHeaderSize)
+        writer.append(bytes: segmentMagic)
+        writer.append(FormatVersion.current.major)
+        writer.append(FormatVersion.current.minor)
+        writer.append(pack)
+        writer.append(createdAt)
+        writer.append(UInt32(0))
+        writer.appendChecksum()
+        return writer.bytes
+    }
+
+    /// The pack a segment header names, after checking it.
+    package static func decodeSegmentHeader(_ bytes: UnsafeRawBufferPointer) throws(FormatError) -> UInt64 {
+        var reader = ByteReader(bytes)
+        try reader.expectMagic(segmentMagic)
+        let major: UInt16 = try reader.read()
+        guard major == 2 else { throw .unsupportedVersion(major: major) }
+        _ = try reader.read(UInt16.self)
+        let pack: UInt64 = try reader.read()
+        _ = try reader.read(Int64.self)
+        _ = try reader.read(UInt32.self)
+        try reader.verifyChecksum()
+        return pack
+    }
+
+    /// The record's length for a body header of `headerSize` bytes and a body of `bodySize`.
+    package static func length(headerSize: Int, bodySize: Int) -> Int { prefixSize + headerSize + bodySize }
+
+    /// Where the record after one at `position` of `length` bytes starts.
+    package static func next(after position: UInt64, length: UInt32) -> UInt64 {
+        let end = position + UInt64(length)
+        return (end + UInt64(alignment - 1)) & ~UInt64(alignment - 1)
+    }
+
+    /// The 12-byte prefix of a record whose encoded body header is `header`.
+    package static func prefix(pack: UInt64, position: UInt64, length: UInt32, header: [UInt8]) -> [UInt8] {
+        var writer = ByteWriter(capacity: prefixSize)
+        writer.append(bytes: recordMagic)
+        writer.append(length)
+        writer.append(check(pack: pack, position: position, length: length, headerChecksum: headerChecksum(header)))
+        return writer.bytes
+    }
+
+    /// The last four bytes of an encoded body header: its own masked checksum.
+    private static func headerChecksum(_ header: some Collection<UInt8>) -> UInt32 {
+        var value: UInt32 = 0
+        for (shift, byte) in header.suffix(4).enumerated() { value |= UInt32(byte) << (8 * shift) }
+        return value
+    }
+
+    private static func check(pack: UInt64, position: UInt64, length: UInt32, headerChecksum: UInt32) -> UInt32 {
+        var writer = ByteWriter(capacity: 24)
+        writer.append(pack)
+        writer.append(position)
+        writer.append(length)
+        writer.append(headerChecksum)
+        return CRC32C.mask(writer.bytes.withUnsafeBytes { CRC32C.checksum($0) })
+    }
+
+    /// Checks the record at `location` read whole into `bytes` (`location.length` bytes) and
+    /// decodes its body header; the body follows it. Does not check the body.
+    ///
+    /// - Returns: the header and the body's offset in `bytes`.
+    package static func decode(_ bytes: UnsafeRawBufferPointer, at location: BodyLocation) throws(FormatError)
+        -> (header: BlobHeader, bodyOffset: Int)
+    {
+        var reader = ByteReader(bytes)
+        try reader.expectMagic(recordMagic)
+        let length: UInt32 = try reader.read()
+        guard length == location.length, Int(length) == bytes.count else { throw .invalidField("record length \(length)") }
+        let stored: UInt32 = try reader.read()
+        let rest = UnsafeRawBufferPointer(rebasing: bytes[prefixSize...])
+        let headerSize = try BlobHeader.declaredSize(in: rest)
+        guard headerSize <= rest.count else { throw .truncated }
+        let headerBytes = UnsafeRawBufferPointer(rebasing: rest[..<headerSize])
+        let expected = check(
+            pack: location.pack, position: location.position, length: length,
+            headerChecksum: headerChecksum(headerBytes))
+        guard stored == expected else { throw .checksumMismatch }
+        let header = try BlobHeader.decode(headerBytes)
+        guard prefixSize + headerSize + Int(header.bodySize) == bytes.count else {
+            throw .invalidField("body size \(header.bodySize)")
+        }
+        return (header, prefixSize + headerSize)
+    }
+
+    /// The length a record at `position` of pack `pack` declares, if the bytes there start one
+    /// whose check holds: `bytes` holds at least the prefix and the whole body header. A scan's
+    /// test for "a record starts here".
+    package static func declaredLength(_ bytes: UnsafeRawBufferPointer, pack: UInt64, position: UInt64) -> UInt32? {
+        var reader = ByteReader(bytes)
+        guard (try? reader.expectMagic(recordMagic)) != nil, let length = try? reader.read(UInt32.self),
+            let stored = try? reader.read(UInt32.self),
+            let headerSize = try? BlobHeader.declaredSize(in: UnsafeRawBufferPointer(rebasing: bytes[prefixSize...])),
+            prefixSize + headerSize <= bytes.count, Int(length) >= prefixSize + headerSize
+        else { return nil }
+        let header = UnsafeRawBufferPointer(rebasing: bytes[prefixSize..<(prefixSize + headerSize)])
+        let expected = check(pack: pack, position: position, length: length, headerChecksum: headerChecksum(header))
+        return stored == expected ? length : nil
+    }
+}

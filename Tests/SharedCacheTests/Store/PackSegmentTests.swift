@@ -1,0 +1,238 @@
+import Foundation
+import SharedCacheEngine
+import SharedCacheFormat
+import Testing
+
+@testable import SharedCache
+
+/// sharedcache(5), "Pack segment": small bodies as records in segments one process owns.
+@Suite("Pack segments: small bodies packed, read with one pread, reclaimed a segment at a time")
+struct PackSegmentTests {
+    static let diskOnly = Configuration(memoryCostLimit: 0)
+
+    static func body(_ index: Int, size: Int = 1000) -> Data {
+        Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) })
+    }
+
+    @Test func smallBodiesArePackedIntoOneSegmentAndLargeOnesGetAFile() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        for index in 0..<100 { try cache.put(key: "k\(index)", data: Self.body(index)) }
+        try cache.put(key: "at the threshold", data: Self.body(1, size: Configuration.defaultPackThreshold))
+        try cache.put(key: "large", data: Self.body(2, size: Configuration.defaultPackThreshold + 1))
+        #expect(try packSegments(in: directory("cache")).count == 1)
+        #expect(try blobFiles(in: directory("cache")).count == 1)
+
+        let other = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        for index in 0..<100 { #expect(try other.get(key: "k\(index)")?.data == Self.body(index)) }
+        #expect(try other.get(key: "at the threshold")?.data == Self.body(1, size: Configuration.defaultPackThreshold))
+        #expect(try other.get(key: "large")?.data.count == Configuration.defaultPackThreshold + 1)
+        #expect(try other.verify().problems.isEmpty)
+    }
+
+    @Test func eachProcessAppendsToASegmentOfItsOwn() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        try cache.put(key: "here", data: Self.body(0))
+        for worker in 0..<2 {
+            #expect(try Worker.run(["put", directory("cache"), "there \(worker)", "from a worker"]).status == 0)
+        }
+        #expect(try packSegments(in: directory("cache")).count == 3)
+        #expect(try cache.get(key: "there 1")?.data == Data("from a worker".utf8))
+    }
+
+    /// sharedcache(5): the check ties a record to its place.
+    @Test func aRecordReadAtAnotherPlaceFailsItsCheck() throws {
+        let header = BlobHeader(
+            bodySize: 3, bodyChecksum: CRC32C.checksum(Data("abc".utf8)), storedAt: 1, expiresAt: .max,
+            keyHash: KeyHash(key: "k"), key: Array("k".utf8), etag: [], lastModified: [], attributes: [])
+        let headerBytes = header.encoded()
+        let length = UInt32(PackRecord.length(headerSize: headerBytes.count, bodySize: 3))
+        let record = PackRecord.prefix(pack: 7, position: 32, length: length, header: headerBytes) + headerBytes
+            + Array("abc".utf8)
+        try record.withUnsafeBytes { bytes in
+            let decoded = try PackRecord.decode(bytes, at: BodyLocation(pack: 7, position: 32, length: length))
+            #expect(decoded.header == header)
+            #expect(throws: FormatError.checksumMismatch) {
+                try PackRecord.decode(bytes, at: BodyLocation(pack: 7, position: 40, length: length))
+            }
+            #expect(throws: FormatError.checksumMismatch) {
+                try PackRecord.decode(bytes, at: BodyLocation(pack: 8, position: 32, length: length))
+            }
+        }
+    }
+
+    @Test(arguments: [-1, 40])  // a body byte; a header byte (in the key)
+    func aDamagedRecordIsAMissAndIsDiscarded(offset: Int) throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        try cache.put(key: "first", data: Self.body(1))
+        try cache.put(key: "victim", data: Self.body(2))
+        try cache.put(key: "last", data: Self.body(3))
+        let segment = directory("cache/packs/\(try #require(try packSegments(in: directory("cache")).first))")
+        let location = try #require(try cache.engine.currentEntry(KeyHash(key: "victim"))).location
+        let handle = try #require(FileHandle(forUpdatingAtPath: segment))
+        let at = offset < 0 ? location.position + UInt64(location.length) - 1 : location.position + UInt64(offset)
+        try handle.seek(toOffset: at)
+        let original = try #require(try handle.read(upToCount: 1)).first!
+        try handle.seek(toOffset: at)
+        try handle.write(contentsOf: [original ^ 0x40])
+        try handle.close()
+
+        #expect(try cache.get(key: "victim") == nil)
+        #expect(try cache.statistics().damagedBlobs == 1)
+        #expect(try !cache.contains(key: "victim"))
+        #expect(try cache.get(key: "first")?.data == Self.body(1))
+        #expect(try cache.get(key: "last")?.data == Self.body(3))
+    }
+
+    @Test func aLostManifestIsRebuiltFromTheRecordsPastADamagedOne() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        for index in 0..<20 { try cache.put(key: "k\(index)", data: Self.body(index)) }
+        let damaged = try #require(try cache.engine.currentEntry(KeyHash(key: "k7"))).location
+        let segment = directory("cache/packs/\(try #require(try packSegments(in: directory("cache")).first))")
+        let handle = try #require(FileHandle(forUpdatingAtPath: segment))
+        try handle.seek(toOffset: damaged.position)
+        try handle.write(contentsOf: Data(repeating: 0xEE, count: 64))  // the record's prefix and header
+        try handle.close()
+        try FileManager.default.removeItem(atPath: directory("cache/manifest"))
+        try FileManager.default.removeItem(atPath: directory("cache/journal"))
+
+        let reopened = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        #expect(try reopened.statistics().rebuiltOnOpen)
+        #expect(try reopened.statistics().entryCount == 19)
+        for index in 0..<20 where index != 7 { #expect(try reopened.get(key: "k\(index)")?.data == Self.body(index)) }
+        #expect(try reopened.get(key: "k7") == nil)
+    }
+
+    /// A finished segment with no entry left goes whole, and every process lets go of it.
+    @Test func anEmptyFinishedSegmentIsRetiredAndEveryProcessClosesIt() throws {
+        let directory = try TemporaryDirectory()
+        let reader = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        for index in 0..<3 {
+            #expect(try Worker.run(["put", directory("cache"), "k\(index)", "from a worker"]).status == 0)
+        }
+        let segments = try packSegments(in: directory("cache"))
+        #expect(segments.count == 3)
+        for index in 0..<3 { #expect(try reader.get(key: "k\(index)") != nil) }  // opens every segment
+        #expect(Self.openDescriptors(to: "/packs/").count == 3)
+        #expect(try reader.remove(key: "k0"))
+        #expect(try reader.remove(key: "k1"))
+        try Self.age(segments.map { directory("cache/packs/\($0)") })
+
+        let report = try reader.compact()
+        #expect(report.packsRetired == 2)
+        #expect(try packSegments(in: directory("cache")).count == 1)
+        #expect(try reader.get(key: "k2") != nil)
+        #expect(Self.openDescriptors(to: "/packs/").count == 1)
+        #expect(Self.openDescriptors(to: "(deleted)").isEmpty)
+        #expect(try reader.verify().problems.isEmpty)
+    }
+
+    @Test func aSegmentItsWriterStillOwnsIsNeverRetired() throws {
+        let directory = try TemporaryDirectory()
+        let writer = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        try writer.put(key: "k", data: Self.body(0))
+        #expect(try writer.remove(key: "k"))
+        try Self.age(try packSegments(in: directory("cache")).map { directory("cache/packs/\($0)") })
+        // Another instance's compaction: the writer instance holds its segment's lock.
+        let other = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        #expect(try other.compact().packsRetired == 0)
+        try writer.put(key: "again", data: Self.body(1))
+        #expect(try packSegments(in: directory("cache")).count == 1)
+        #expect(try other.get(key: "again")?.data == Self.body(1))
+    }
+
+    /// Backdates files past the compactor's settle time.
+    static func age(_ paths: [String]) throws {
+        for path in paths {
+            try FileManager.default.setAttributes(
+                [.modificationDate: Date(timeIntervalSinceNow: -3600)], ofItemAtPath: path)
+        }
+    }
+
+    /// This process's descriptors whose target contains `fragment`.
+    static func openDescriptors(to fragment: String) -> [String] {
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return descriptors.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)") }
+            .filter { $0.contains(fragment) }
+    }
+}
+
+/// sharedcache(5), "Versions": a directory of format version 1 is upgraded in place.
+@Suite("Format version 1 directories: read, upgraded in place, nothing lost")
+struct FormatUpgradeTests {
+    /// A copy of `Fixtures/format-1.tar.gz`: made by format version 1 with `sharedcache put`
+    /// of key-a, key-b (twice), key-c (40 KB), key-gone (removed), a compaction, key-d, and the
+    /// removal of key-a, so both its manifest and journal records after it are of version 1.
+    static func versionOneDirectory(in directory: TemporaryDirectory) throws -> String {
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/format-1.tar.gz").path
+        let tar = try Process.run(URL(fileURLWithPath: "/bin/tar"), arguments: ["-xzf", fixture, "-C", directory.path])
+        tar.waitUntilExit()
+        #expect(tar.terminationStatus == 0)
+        return directory("format-1")
+    }
+
+    static let bodyB = Data((0..<3000).map { UInt8(($0 * 7 + 3) % 256) })
+    static let bodyC = Data((0..<40000).map { UInt8(($0 * 13 + 1) % 251) })
+    static let bodyD = Data("hello, version one\n".utf8)
+
+    static func expectVersionOneEntries(_ cache: SharedCache) throws {
+        #expect(try cache.get(key: "key-a") == nil)
+        #expect(try cache.get(key: "key-gone") == nil)
+        #expect(try cache.get(key: "key-b")?.data == bodyB)
+        #expect(try cache.get(key: "key-b")?.entry.etag == "\"b2\"")
+        #expect(try cache.get(key: "key-c")?.data == bodyC)
+        #expect(try cache.get(key: "key-c")?.entry.lastModified == "Tue, 01 Jan 2030 00:00:00 GMT")
+        #expect(try cache.get(key: "key-d")?.data == bodyD)
+        #expect(try cache.statistics().entryCount == 3)
+    }
+
+    @Test func aVersionOneDirectoryIsUpgradedAndKeepsEveryEntry() throws {
+        let directory = try TemporaryDirectory()
+        let path = try Self.versionOneDirectory(in: directory)
+        #expect(try String(contentsOfFile: "\(path)/format", encoding: .utf8) == "sharedcache 1.0\n")
+
+        let cache = try SharedCache(directory: path)
+        #expect(try String(contentsOfFile: "\(path)/format", encoding: .utf8) == "sharedcache 2.0\n")
+        try Self.expectVersionOneEntries(cache)
+        try cache.put(key: "new", data: Data("packed".utf8))
+        #expect(try packSegments(in: path).count == 1)
+        #expect(try cache.verify().problems.isEmpty)
+
+        let reopened = try SharedCache(directory: path)
+        try Self.expectVersionOneEntries(reopened)
+        #expect(try reopened.get(key: "new")?.data == Data("packed".utf8))
+        #expect(try !reopened.statistics().rebuiltOnOpen)
+    }
+
+    /// Interrupted after the seal and the manifest but before `format` says 2.0: the next
+    /// opener finishes it, and nothing is lost or read twice.
+    @Test func anInterruptedUpgradeIsFinishedByTheNextOpener() throws {
+        let directory = try TemporaryDirectory()
+        let path = try Self.versionOneDirectory(in: directory)
+        do {
+            let cache = try SharedCache(directory: path)
+            try cache.put(key: "during", data: Data("x".utf8))
+        }
+        try Data("sharedcache 1.0\n".utf8).write(to: URL(fileURLWithPath: "\(path)/format"))
+        let cache = try SharedCache(directory: path)
+        #expect(try String(contentsOfFile: "\(path)/format", encoding: .utf8) == "sharedcache 2.0\n")
+        try Self.expectVersionOneEntries(cache)
+        #expect(try cache.get(key: "during")?.data == Data("x".utf8))
+        #expect(try cache.verify().problems.isEmpty)
+    }
+
+    @Test func theCompactorAndTheToolWorkOnAnUpgradedDirectory() throws {
+        let directory = try TemporaryDirectory()
+        let path = try Self.versionOneDirectory(in: directory)
+        let compact = try Tool.admin.run(["--dir", path, "compact"])
+        #expect(compact.status == 0, "\(compact.errors)")
+        let get = try Tool.admin.run(["--dir", path, "get", "key-c", "-o", directory("key-c")])
+        #expect(get.status == 0, "\(get.errors)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory("key-c"))) == Self.bodyC)
+        #expect(try Tool.admin.run(["--dir", path, "verify"]).status == 0)
+    }
+}
