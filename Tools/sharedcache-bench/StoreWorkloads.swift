@@ -11,7 +11,7 @@ func keyName(_ index: Int) -> String { "https://example.com/assets/\(index)/imag
 
 /// Puts of new keys, next to the floor: create + write + close + rename to a fresh name in a
 /// fan-out folder, then one 120-byte O_APPEND record.
-func putWorkload(in root: String, cache: SharedCache, size: Int, count: Int, peer: PeerServer?) throws -> (
+func putWorkload(in root: String, cache: SharedCache, size: Int, count: Int, peer: OperationServer?) throws -> (
     Measurement, Measurement, Measurement?
 ) {
     let bytes = [UInt8](repeating: 0x5A, count: size)
@@ -44,7 +44,7 @@ func putWorkload(in root: String, cache: SharedCache, size: Int, count: Int, pee
 
 /// Gets in random order over the keys the put workload stored, next to the floor: open +
 /// pread + close of the files the floor put wrote.
-func getWorkload(in root: String, cache: SharedCache, size: Int, count: Int, reads: Int, peer: PeerServer?) throws
+func getWorkload(in root: String, cache: SharedCache, size: Int, count: Int, reads: Int, peer: OperationServer?) throws
     -> (Measurement, Measurement, Measurement?)
 {
     let order = (0..<reads).map { _ in Int.random(in: 0..<count) }

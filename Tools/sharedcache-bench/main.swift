@@ -83,7 +83,7 @@ for (size, keys) in workloads {
     // The memory tier off: these rows measure the disk path against the disk floor.
     let cache = try SharedCache(
         directory: "\(root)/cache", configuration: Configuration(sizeLimit: 0, memoryCostLimit: 0))
-    let peer = try options.peer.map { try PeerServer(python: $0, directory: "\(root)/diskcache", size: size) }
+    let peer = try options.peer.map { try OperationServer.diskcache(python: $0, directory: "\(root)/diskcache", size: size) }
     let (floorPut, cachePut, peerPut) = try putWorkload(
         in: "\(root)/floor", cache: cache, size: size, count: keys, peer: peer)
     let (floorGet, cacheGet, peerGet) = try getWorkload(
