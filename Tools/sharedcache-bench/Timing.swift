@@ -65,19 +65,6 @@ func measurePair(
     return (measured[0], measured[1])
 }
 
-/// ``measurePair`` with a third contender: `peer(i)` does the same operation in the peer's own
-/// process and returns the nanoseconds it measured there (so the round trip to it is not counted).
-func measureInterleaved(
-    _ name: String, count: Int, floor: @escaping (Int) throws -> Void, cache: @escaping (Int) throws -> Void,
-    peer: ((Int) throws -> UInt64)?
-) throws -> (floor: Measurement, cache: Measurement, peer: Measurement?) {
-    let peer = peer.map { Contender(name: "diskcache \(name)", time: $0) }
-    let measured = try measureInTurns(
-        count: count,
-        [.local("floor: \(name)", floor), .local("SharedCache \(name)", cache)] + (peer.map { [$0] } ?? []))
-    return (measured[0], measured[1], peer == nil ? nil : measured[2])
-}
-
 /// `floor(i)` then `cache(i)` for i in 0..<count, for async operations, all run in one task, so
 /// the timings hold no hop from synchronous code into async code and back.
 func measurePairAsync(
