@@ -15,7 +15,9 @@ struct Options {
     var compactionOnly = false
     var httpOnly = false
     var mixedOnly = false
+    var operationsOnly = false
     var peer: String? = nil
+    var floors: String? = nil
 
     init(_ arguments: ArraySlice<String>) {
         var arguments = arguments
@@ -31,9 +33,11 @@ struct Options {
             case "--compaction-only": compactionOnly = true
             case "--http-only": httpOnly = true
             case "--mixed-only": mixedOnly = true
+            case "--operations-only": operationsOnly = true
             case "--dir": directory = value()
             case "--json": json = value()
             case "--peer": peer = value()
+            case "--floors": floors = value()
             case "-h", "--help": usage(nil)
             default: usage("unknown option \(argument)")
             }
@@ -47,7 +51,8 @@ extension Array where Element == String {
 
 func usage(_ problem: String?) -> Never {
     let text =
-        "usage: sharedcache-bench [--quick] [--compaction-only | --http-only | --mixed-only] [--peer PYTHON] [--dir DIR] [--json FILE]\n"
+        "usage: sharedcache-bench [--quick] [--compaction-only | --http-only | --mixed-only | --operations-only]\n"
+        + "                         [--floors FLOORS] [--peer PYTHON] [--dir DIR] [--json FILE]\n"
     if let problem {
         FileHandle.standardError.write(Data("sharedcache-bench: \(problem)\n\(text)".utf8))
         exit(64)

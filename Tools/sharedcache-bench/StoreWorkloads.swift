@@ -9,60 +9,76 @@ import Darwin
 
 func keyName(_ index: Int) -> String { "https://example.com/assets/\(index)/image.png" }
 
-/// Puts of new keys, next to the floor: create + write + close + rename to a fresh name in a
-/// fan-out folder, then one 120-byte O_APPEND record.
-func putWorkload(in root: String, cache: SharedCache, size: Int, count: Int, peer: PeerServer?) throws -> (
-    Measurement, Measurement, Measurement?
+/// The per-operation rows: put and get at 1 KB and at 100 KB, each SharedCache operation taking
+/// turns with the floors' (with `floors`, the C program's path) and diskcache's (with `peer`, a
+/// python with diskcache installed) on the same key; and 1 KB gets with the memory tier on.
+func operationRows(in runRoot: String, quick: Bool, floors: String?, peer: String?) throws -> (
+    rows: [Row], defaultGet: Measurement
 ) {
-    let bytes = [UInt8](repeating: 0x5A, count: size)
-    let body = Data(bytes)
-    let record = [UInt8](repeating: 0x11, count: 120)
-    try FileManager.default.createDirectory(atPath: "\(root)/tmp", withIntermediateDirectories: true)
-    for index in 0..<256 { mkdir("\(root)/\(String(format: "%02x", index))", 0o700) }
-    let journal = open("\(root)/journal", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-    check(journal, "journal")
-    defer { close(journal) }
-    let names = (0..<count).map { index in
-        ("\(root)/tmp/\(index)", "\(root)/\(String(format: "%02x", index % 256))/\(String(format: "%064x", index))")
+    let scale = quick ? 10 : 1
+    var rows: [Row] = []
+    var defaultGet: Measurement?
+    for (size, keys) in [(1024, 20_000 / scale), (100 * 1024, 2_000 / scale)] {
+        let root = "\(runRoot)/\(size)"
+        rows += try storeWorkloads(in: root, size: size, keys: keys, floors: floors, peer: peer)
+        if size == 1024 { defaultGet = try defaultGets(cacheDirectory: "\(root)/cache", keys: keys, reads: keys * 5) }
+        try? FileManager.default.removeItem(atPath: root)
     }
-    let keys = (0..<count).map(keyName)
-    return try measureInterleaved(
-        "put", count: count,
-        floor: { index in
-            let (temporary, final) = names[index]
-            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, size) }
-            close(fd)
-            rename(temporary, final)
-            _ = record.withUnsafeBytes { write(journal, $0.baseAddress, 120) }
-        },
-        cache: { index in
-            try cache.put(key: keys[index], data: body, metadata: EntryMetadata(etag: "\"v\(index)\""))
-        },
-        peer: peer.map { peer in { index in try peer.time("put", index) } })
+    return (rows, defaultGet!)
 }
 
-/// Gets in random order over the keys the put workload stored, next to the floor: open +
-/// pread + close of the files the floor put wrote.
-func getWorkload(in root: String, cache: SharedCache, size: Int, count: Int, reads: Int, peer: PeerServer?) throws
-    -> (Measurement, Measurement, Measurement?)
-{
-    let order = (0..<reads).map { _ in Int.random(in: 0..<count) }
-    let paths = (0..<count).map { "\(root)/\(String(format: "%02x", $0 % 256))/\(String(format: "%064x", $0))" }
-    let keys = (0..<count).map(keyName)
-    let buffer = UnsafeMutableRawPointer.allocate(byteCount: size + 4096, alignment: 16)
-    defer { buffer.deallocate() }
-    return try measureInterleaved(
-        "get", count: reads,
-        floor: { index in
-            let fd = open(paths[order[index]], O_RDONLY | O_CLOEXEC)
-            _ = pread(fd, buffer, size + 4096, 0)
-            close(fd)
+/// `keys` puts of new keys of `size` bytes, then `keys` × 5 gets of them in random order, in
+/// `root`; the servers end when this returns, before `root` goes.
+private func storeWorkloads(in root: String, size: Int, keys: Int, floors: String?, peer: String?) throws -> [Row] {
+    let label = size >= 100 * 1024 ? "100 KB" : "1 KB"
+    // The memory tier off: these rows measure the disk path against the disk floors.
+    let cache = try SharedCache(
+        directory: "\(root)/cache", configuration: Configuration(sizeLimit: 0, memoryCostLimit: 0))
+    let floors = try floors.map { try OperationServer.floors(executable: $0, directory: "\(root)/floor", size: size) }
+    let peer = try peer.map { try OperationServer.diskcache(python: $0, directory: "\(root)/diskcache", size: size) }
+    let names = (0..<keys).map(keyName)
+
+    // Puts in key order: the floors' appends lay key N's value at N × size in one file, where
+    // their preads find it.
+    let body = Data(repeating: 0x5A, count: size)
+    let put = try measureRow(
+        "put \(label), no fsync", count: keys,
+        cache: .local("SharedCache put") { index in
+            try cache.put(key: names[index], data: body, metadata: EntryMetadata(etag: "\"v\(index)\""))
         },
-        cache: { index in
-            guard try cache.get(key: keys[order[index]]) != nil else { fatalError("benchmark key missing") }
+        packedFloor: floors.map { floors in
+            Contender(name: "floor: write with O_APPEND") { try floors.time("append", $0) }
         },
-        peer: peer.map { peer in { index in try peer.time("get", order[index]) } })
+        filePerKeyFloor: floors.map { floors in
+            Contender(name: "floor: create + write + rename") { try floors.time("create", $0) }
+        },
+        peer: peer.map { peer in Contender(name: "diskcache put") { try peer.time("put", $0) } })
+
+    let order = (0..<keys * 5).map { _ in Int.random(in: 0..<keys) }
+    let get = try measureRow(
+        "get \(label)", count: order.count,
+        cache: .local("SharedCache get") { index in
+            guard try cache.get(key: names[order[index]]) != nil else { fatalError("benchmark key missing") }
+        },
+        packedFloor: floors.map { floors in Contender(name: "floor: pread") { try floors.time("pread", order[$0]) } },
+        filePerKeyFloor: floors.map { floors in
+            Contender(name: "floor: open + pread + close") { try floors.time("open", order[$0]) }
+        },
+        peer: peer.map { peer in Contender(name: "diskcache get") { try peer.time("get", order[$0]) } })
+    return [put, get]
+}
+
+/// One row: SharedCache and whichever of the floors and the peer run, in turns.
+private func measureRow(
+    _ workload: String, count: Int, cache: Contender, packedFloor: Contender?, filePerKeyFloor: Contender?,
+    peer: Contender?
+) throws -> Row {
+    var measured = try measureInTurns(count: count, [cache, packedFloor, filePerKeyFloor, peer].compactMap { $0 })[...]
+    func next(_ contender: Contender?) -> Measurement? { contender.flatMap { _ in measured.popFirst() } }
+    let cache = measured.popFirst()!
+    return Row(
+        workload: workload, packedFloor: next(packedFloor), filePerKeyFloor: next(filePerKeyFloor), cache: cache,
+        peer: next(peer))
 }
 
 /// Fills a cache with `count` tiny entries, then times opening it from the journal alone and

@@ -9,14 +9,99 @@ import Darwin
 
 // The tables the benchmark prints, in the README's form.
 
+/// One workload of the per-operation table: SharedCache and the same operations on the same keys,
+/// in turns.
 struct Row: Codable {
     var workload: String
-    var floor: Measurement
+    /// The floor in one file for all keys (`Tools/bench/floors.c`, with `--floors`): a get is one
+    /// `pread` of the value from an open file, a put one `write` of it with `O_APPEND`.
+    var packedFloor: Measurement?
+    /// The floor in a file per key (with `--floors`): a get is `open` + `pread` + `close`, a put
+    /// create + `write` + `close` + `rename` into place.
+    var filePerKeyFloor: Measurement?
     var cache: Measurement
-    /// python-diskcache doing the same operations, interleaved with these (with `--peer`).
+    /// python-diskcache doing the same operations (with `--peer`).
     var peer: Measurement?
-    var ratio: Double
-    var target: Double
+}
+
+/// One of issue 15's targets, as this run measured it: a ratio of p50s.
+struct Target: Codable {
+    var name: String
+    /// `nil` if a side of it did not run (no `--floors`, or no `--peer`).
+    var measured: Double?
+    /// "≤" or "≥".
+    var relation: String
+    var bound: Double
+    var met: Bool?
+
+    init(_ name: String, _ measured: Double?, _ relation: String, _ bound: Double) {
+        (self.name, self.measured, self.relation, self.bound) = (name, measured, relation, bound)
+        met = measured.map { relation == "≤" ? $0 <= bound : $0 >= bound }
+    }
+}
+
+/// The targets the per-operation rows are held to: SharedCache within a small multiple of the
+/// operation's floor, and many times faster than diskcache.
+func targets(_ rows: [Row], defaultGet: Measurement) -> [Target] {
+    func row(_ workload: String) -> Row { rows.first { $0.workload == workload }! }
+    func overFloor(_ workload: String) -> Double? {
+        let row = row(workload)
+        return row.packedFloor.map { row.cache.p50Microseconds / $0.p50Microseconds }
+    }
+    func speedUp(_ workload: String, _ ours: Measurement? = nil) -> Double? {
+        let row = row(workload)
+        return row.peer.map { $0.p50Microseconds / (ours ?? row.cache).p50Microseconds }
+    }
+    return [
+        Target("get 1 KB: SharedCache ÷ floor (pread)", overFloor("get 1 KB"), "≤", 2),
+        Target(
+            "put 1 KB, no fsync: SharedCache ÷ floor (write with O_APPEND)", overFloor("put 1 KB, no fsync"), "≤", 3),
+        Target("get 1 KB: diskcache ÷ SharedCache (from disk)", speedUp("get 1 KB"), "≥", 10),
+        Target(
+            "get 1 KB: diskcache ÷ SharedCache (as configured by default: 16 MB memory tier)",
+            speedUp("get 1 KB", defaultGet), "≥", 10),
+        Target("put 1 KB, no fsync: diskcache ÷ SharedCache", speedUp("put 1 KB, no fsync"), "≥", 20),
+        Target("get 100 KB: diskcache ÷ SharedCache (from disk)", speedUp("get 100 KB"), "≥", 4),
+        Target("put 100 KB, no fsync: diskcache ÷ SharedCache", speedUp("put 100 KB, no fsync"), "≥", 3),
+    ]
+}
+
+/// The per-operation table, then its targets.
+func printOperations(_ rows: [Row], defaultGet: Measurement, targets: [Target]) {
+    func p50(_ measurement: Measurement?) -> String { measurement.map { format($0.p50Microseconds) } ?? "–" }
+    print(
+        "| workload, in turns op by op | floor: one file p50 µs | floor: file per key p50 µs | SharedCache p50 µs "
+            + "| p99 µs | ops/s | diskcache 5.6.3 p50 µs | p99 µs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows {
+        print(
+            "| \(row.workload) | \(p50(row.packedFloor)) | \(p50(row.filePerKeyFloor)) | \(p50(row.cache)) "
+                + "| \(format(row.cache.p99Microseconds)) | \(formatRate(row.cache.operationsPerSecond)) "
+                + "| \(p50(row.peer)) | \(row.peer.map { format($0.p99Microseconds) } ?? "–") |")
+    }
+    print(
+        "| get 1 KB, as configured by default (16 MB memory tier) | | | \(p50(defaultGet)) "
+            + "| \(format(defaultGet.p99Microseconds)) | \(formatRate(defaultGet.operationsPerSecond)) | | |")
+    print("")
+    if rows.first?.packedFloor == nil {
+        print("(Floors not run: Tools/bench/run builds Tools/bench/floors.c and passes it, or --floors PATH.)")
+    } else {
+        print(
+            "Floors (Tools/bench/floors.c, timed in its own process): in one file, a get is one pread of the "
+                + "value from an open file of all keys, a put one write of it with O_APPEND; in a file per key, "
+                + "a get is open + pread + close, a put create + write + close + rename into place. No fsync.")
+    }
+    if rows.first?.peer == nil {
+        print("(diskcache not run: Tools/bench/run runs it, or --peer PYTHON with diskcache installed.)")
+    }
+    print("")
+    print("| target, p50 ÷ p50 in this run | measured | target | met |")
+    print("|---|---|---|---|")
+    for target in targets {
+        let measured = target.measured.map { String(format: "%.2f×", $0) } ?? "not run"
+        let met = target.met.map { $0 ? "yes" : "no" } ?? ""
+        print("| \(target.name) | \(measured) | \(target.relation) \(String(format: "%g", target.bound))× | \(met) |")
+    }
 }
 
 /// The compaction table.

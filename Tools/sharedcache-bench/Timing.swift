@@ -21,42 +21,52 @@ struct Measurement: Codable {
     var operationsPerSecond: Double
 }
 
-/// Times `floor(i)` and `cache(i)` alternately for i in 0..<count, one call at a time, so both
-/// see the same machine: on a shared VM the filesystem's speed drifts by several times within
-/// a minute, and timing one after the other would compare two different machines.
-func measurePair(
-    _ name: String, count: Int, floor: (Int) throws -> Void, cache: (Int) throws -> Void
-) throws -> (floor: Measurement, cache: Measurement) {
-    let (floor, cache, _) = try measureInterleaved(name, count: count, floor: floor, cache: cache, peer: nil)
-    return (floor, cache)
-}
+/// One side of a measurement that takes turns (``measureInTurns(count:_:)``): its operation on
+/// index `i`, returning the nanoseconds it took.
+struct Contender {
+    var name: String
+    var time: (Int) throws -> UInt64
 
-/// ``measurePair`` with a third contender: `peer(i)` does the same operation in the peer's own
-/// process and returns the nanoseconds it measured there (so the round trip to it is not counted).
-func measureInterleaved(
-    _ name: String, count: Int, floor: (Int) throws -> Void, cache: (Int) throws -> Void,
-    peer: ((Int) throws -> UInt64)?
-) throws -> (floor: Measurement, cache: Measurement, peer: Measurement?) {
-    var floorSamples = [UInt64](repeating: 0, count: count)
-    var cacheSamples = [UInt64](repeating: 0, count: count)
-    var peerSamples = [UInt64](repeating: 0, count: peer == nil ? 0 : count)
-    for index in 0..<count {
-        var before = now()
-        try floor(index)
-        floorSamples[index] = now() - before
-        before = now()
-        try cache(index)
-        cacheSamples[index] = now() - before
-        if let peer { peerSamples[index] = try peer(index) }
+    /// An operation of this process, timed here with the monotonic clock.
+    static func local(_ name: String, _ operation: @escaping (Int) throws -> Void) -> Contender {
+        Contender(name: name) { index in
+            let before = now()
+            try operation(index)
+            return now() - before
+        }
     }
-    return (
-        summarize("floor: \(name)", floorSamples), summarize("SharedCache \(name)", cacheSamples),
-        peer == nil ? nil : summarize("diskcache \(name)", peerSamples)
-    )
 }
 
-/// ``measurePair`` for async operations, all run in one task, so the timings hold no hop from
-/// synchronous code into async code and back.
+/// Times each contender's operation on i for i in 0..<count, one operation at a time, the
+/// contenders taking turns at every i; their measurements, in their order.
+///
+/// Taking turns, all contenders see the same machine: on a shared VM the filesystem's speed
+/// drifts by several times within a minute, and timing one after the other would compare
+/// different machines. The order rotates by one from one i to the next, so no contender always
+/// runs right after the same other one (in its wake: the caches it left, the round trip to
+/// another process it waited for).
+func measureInTurns(count: Int, _ contenders: [Contender]) throws -> [Measurement] {
+    var samples = [[UInt64]](repeating: [UInt64](repeating: 0, count: count), count: contenders.count)
+    for index in 0..<count {
+        for turn in 0..<contenders.count {
+            let contender = (index + turn) % contenders.count
+            samples[contender][index] = try contenders[contender].time(index)
+        }
+    }
+    return zip(contenders, samples).map { summarize($0.name, $1) }
+}
+
+/// Times `floor(i)` and `cache(i)` in turns (``measureInTurns(count:_:)``) for i in 0..<count.
+func measurePair(
+    _ name: String, count: Int, floor: @escaping (Int) throws -> Void, cache: @escaping (Int) throws -> Void
+) throws -> (floor: Measurement, cache: Measurement) {
+    let measured = try measureInTurns(
+        count: count, [.local("floor: \(name)", floor), .local("SharedCache \(name)", cache)])
+    return (measured[0], measured[1])
+}
+
+/// `floor(i)` then `cache(i)` for i in 0..<count, for async operations, all run in one task, so
+/// the timings hold no hop from synchronous code into async code and back.
 func measurePairAsync(
     _ name: String, count: Int, floor: @escaping @Sendable (Int) async throws -> Void,
     cache: @escaping @Sendable (Int) async throws -> Void

@@ -1,13 +1,18 @@
 // sharedcache-bench: SharedCache next to the physical floor of the same work, in one run.
 //
-//   swift run -c release sharedcache-bench [--quick] [--compaction-only | --http-only | --mixed-only] [--dir DIR] [--json FILE]
+//   swift run -c release sharedcache-bench [--quick] [--compaction-only | --http-only | --mixed-only | --operations-only]
+//       [--floors FLOORS] [--peer PYTHON] [--dir DIR] [--json FILE]
 //
-// Floors are the bare syscalls a cache of one file per entry cannot avoid, timed the same way:
-//   get floor: open + pread(whole file) + close of a same-size file
-//   put floor: create + write + close + rename to a new name, plus one O_APPEND journal record
-// Each row times operations one by one (monotonic clock), a floor operation and a cache operation
-// in turn, with a warm page cache; it reports p50, p99 and throughput (ops/s of time spent in
-// the operation itself).
+// The per-operation rows set each get and put next to the cost of the operation itself, whatever
+// the design: the floors of Tools/bench/floors.c (FLOORS, built by Tools/bench/run), in C, in a
+// process of their own:
+//   in one file: a get is one pread of the value from an open file of all keys, a put one write
+//   of it with O_APPEND
+//   in a file per key: a get is open + pread + close, a put create + write + close + rename
+// and next to python-diskcache (--peer). Each row times operations one by one (monotonic clock),
+// SharedCache, the floors and diskcache taking turns, with a warm page cache; it reports p50, p99
+// and throughput (ops/s of time spent in the operation itself). The 8-process and scale tables
+// keep floors of their own, written here.
 
 import Foundation
 import SharedCache
@@ -53,6 +58,13 @@ if options.httpOnly {
     try? FileManager.default.removeItem(atPath: runRoot)
     exit(0)
 }
+if options.operationsOnly {
+    let (rows, defaultGet) = try operationRows(
+        in: runRoot, quick: options.quick, floors: options.floors, peer: options.peer)
+    printOperations(rows, defaultGet: defaultGet, targets: targets(rows, defaultGet: defaultGet))
+    try? FileManager.default.removeItem(atPath: runRoot)
+    exit(0)
+}
 if options.mixedOnly {
     printMixed(try measureMixed(in: "\(runRoot)/mixed", operations: options.quick ? 2_000 : 20_000, peer: options.peer))
     try? FileManager.default.removeItem(atPath: runRoot)
@@ -73,32 +85,9 @@ if options.compactionOnly {
     exit(0)
 }
 
-var rows: [Row] = []
-var defaultGet: Measurement? = nil
-let workloads: [(size: Int, keys: Int)] = [(1024, 20_000 / scale), (100 * 1024, 2_000 / scale)]
-
-for (size, keys) in workloads {
-    let label = size >= 1024 * 100 ? "100 KB" : "1 KB"
-    let root = "\(runRoot)/\(size)"
-    // The memory tier off: these rows measure the disk path against the disk floor.
-    let cache = try SharedCache(
-        directory: "\(root)/cache", configuration: Configuration(sizeLimit: 0, memoryCostLimit: 0))
-    let peer = try options.peer.map { try PeerServer(python: $0, directory: "\(root)/diskcache", size: size) }
-    let (floorPut, cachePut, peerPut) = try putWorkload(
-        in: "\(root)/floor", cache: cache, size: size, count: keys, peer: peer)
-    let (floorGet, cacheGet, peerGet) = try getWorkload(
-        in: "\(root)/floor", cache: cache, size: size, count: keys, reads: keys * 5, peer: peer)
-    rows.append(
-        Row(
-            workload: "put \(label), no fsync", floor: floorPut, cache: cachePut, peer: peerPut,
-            ratio: cachePut.p50Microseconds / floorPut.p50Microseconds, target: 2))
-    rows.append(
-        Row(
-            workload: "get \(label)", floor: floorGet, cache: cacheGet, peer: peerGet,
-            ratio: cacheGet.p50Microseconds / floorGet.p50Microseconds, target: size == 1024 ? 1.5 : 2))
-    if size == 1024 { defaultGet = try defaultGets(cacheDirectory: "\(root)/cache", keys: keys, reads: keys * 5) }
-    try? FileManager.default.removeItem(atPath: root)
-}
+let (rows, defaultGet) = try operationRows(
+    in: runRoot, quick: options.quick, floors: options.floors, peer: options.peer)
+let operationTargets = targets(rows, defaultGet: defaultGet)
 
 let openEntries = 100_000 / scale
 let opening = try openTimes(in: "\(runRoot)/open", count: openEntries)
@@ -125,16 +114,9 @@ let instructions = try instructionCounts(in: "\(runRoot)/instructions")
 
 print(
     "SharedCache benchmark: \(ProcessInfo.processInfo.activeProcessorCount) CPUs, "
-        + "\(options.quick ? "quick run" : "full run"), floor and cache interleaved op by op, directory \(base)")
+        + "\(options.quick ? "quick run" : "full run"), floors and cache in turns op by op, directory \(base)")
 print("")
-print("| workload | floor p50 µs | SharedCache p50 µs | p99 µs | ops/s | ratio (p50) | target |")
-print("|---|---|---|---|---|---|---|")
-for row in rows {
-    print(
-        "| \(row.workload) | \(format(row.floor.p50Microseconds)) | \(format(row.cache.p50Microseconds)) | "
-            + "\(format(row.cache.p99Microseconds)) | \(formatRate(row.cache.operationsPerSecond)) | "
-            + "\(String(format: "%.2f×", row.ratio)) | ≤ \(row.target == 1.5 ? "1.5" : "\(Int(row.target))")× |")
-}
+printOperations(rows, defaultGet: defaultGet, targets: operationTargets)
 print("")
 print("| open a cache of \(openEntries) entries | ms | target |")
 print("|---|---|---|")
@@ -157,7 +139,7 @@ print(
 print("")
 printHTTP(http, requests: httpRequests)
 print("")
-printPeer()
+printMixed(mixed)
 print("")
 printScale(scaleRows, instructions: instructions)
 print("")
@@ -174,36 +156,10 @@ print(
         + "\(String(format: "%.0f", keyHashing.portable)) ns portable. (callgrind cannot run SHA-NI, so the "
         + "instruction counts above use the portable code.)")
 
-/// SharedCache next to python-diskcache.
-@MainActor func printPeer() {
-    func speedUp(_ peer: Double, _ ours: Double) -> String { String(format: "%.1f×", peer / ours) }
-    let compared = rows.filter { $0.peer != nil }
-    if compared.isEmpty {
-        print("(diskcache rows not run: Tools/bench/run runs them, or --peer PYTHON with diskcache installed.)")
-    } else {
-        print("| same work, interleaved op by op | diskcache 5.6.3 p50 µs | p99 µs | SharedCache p50 µs | p99 µs | faster by (p50) | target |")
-        print("|---|---|---|---|---|---|---|")
-        for row in compared {
-            let peer = row.peer!
-            let target = row.workload.hasPrefix("get") ? "≥ 4×" : "≥ 3×"
-            print("| \(row.workload) (SharedCache from disk) | \(format(peer.p50Microseconds)) | \(format(peer.p99Microseconds)) "
-                + "| \(format(row.cache.p50Microseconds)) | \(format(row.cache.p99Microseconds)) "
-                + "| \(speedUp(peer.p50Microseconds, row.cache.p50Microseconds)) | \(target) |")
-            if row.workload == "get 1 KB", let defaultGet {
-                print("| get 1 KB (SharedCache as configured by default: 16 MB memory tier) | \(format(peer.p50Microseconds)) "
-                    + "| \(format(peer.p99Microseconds)) | \(format(defaultGet.p50Microseconds)) | \(format(defaultGet.p99Microseconds)) "
-                    + "| \(speedUp(peer.p50Microseconds, defaultGet.p50Microseconds)) | ≥ 4× |")
-            }
-        }
-    }
-    print("")
-    printMixed(mixed)
-}
-
-
 if let json = options.json {
     struct Report: Codable {
         var rows: [Row]
+        var targets: [Target]
         var openEntries: Int
         var openFromJournalMilliseconds: Double
         var openFromManifestMilliseconds: Double
@@ -214,7 +170,7 @@ if let json = options.json {
         var idleSeconds: Double
         var compaction: CompactionMeasurement
         var http: HTTPMeasurement?
-        var defaultGet: Measurement?
+        var defaultGet: Measurement
         var mixed: MixedRuns
         var scale: [ScaleMeasurement]
         var instructions: InstructionCounts?
@@ -222,7 +178,7 @@ if let json = options.json {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
     let report = Report(
-        rows: rows, openEntries: openEntries, openFromJournalMilliseconds: opening.journal,
+        rows: rows, targets: operationTargets, openEntries: openEntries, openFromJournalMilliseconds: opening.journal,
         openFromManifestMilliseconds: opening.manifest, manifestBytes: opening.manifestBytes,
         notificationFloor: notification.floor, notification: notification.cache,
         idleSubscriberCPUMicroseconds: idleCPU, idleSeconds: idleSeconds, compaction: compaction, http: http,
