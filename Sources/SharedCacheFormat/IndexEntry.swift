@@ -18,4 +18,10 @@ package struct IndexEntry: Equatable, Sendable {
     }
 
     package func isExpired(at now: Int64) -> Bool { expiresAt <= now }
+
+    /// Whether `other` is this version of its entry, perhaps moved by the compactor (a move
+    /// keeps the store time and size) or freshened by a 304 (which keeps the location).
+    package func isSameVersion(as other: IndexEntry) -> Bool {
+        location == other.location || (storedAt == other.storedAt && bodySize == other.bodySize)
+    }
 }

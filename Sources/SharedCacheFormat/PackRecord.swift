@@ -14,8 +14,8 @@
 /// padding      = zeros up to the next multiple of 8 bytes
 /// ```
 /// The check ties a record to its place: the same bytes anywhere else (another segment, another
-/// offset, a copy) fail it, and a scan of a segment damaged in the middle finds the next record
-/// by trying each 8-byte boundary. Integers are little-endian.
+/// offset, a copy) fail it. Records are found through the journal, never by scanning: a removed
+/// entry's record stays until its whole segment goes. Integers are little-endian.
 package enum PackRecord {
     package static let segmentMagic: [UInt8] = Array("SCPK".utf8)
     package static let recordMagic: [UInt8] = Array("SCPR".utf8)
@@ -111,20 +111,5 @@ package enum PackRecord {
             throw .invalidField("body size \(header.bodySize)")
         }
         return (header, prefixSize + headerSize)
-    }
-
-    /// The length a record at `position` of pack `pack` declares, if the bytes there start one
-    /// whose check holds: `bytes` holds at least the prefix and the whole body header. A scan's
-    /// test for "a record starts here".
-    package static func declaredLength(_ bytes: UnsafeRawBufferPointer, pack: UInt64, position: UInt64) -> UInt32? {
-        var reader = ByteReader(bytes)
-        guard (try? reader.expectMagic(recordMagic)) != nil, let length = try? reader.read(UInt32.self),
-            let stored = try? reader.read(UInt32.self),
-            let headerSize = try? BlobHeader.declaredSize(in: UnsafeRawBufferPointer(rebasing: bytes[prefixSize...])),
-            prefixSize + headerSize <= bytes.count, Int(length) >= prefixSize + headerSize
-        else { return nil }
-        let header = UnsafeRawBufferPointer(rebasing: bytes[prefixSize..<(prefixSize + headerSize)])
-        let expected = check(pack: pack, position: position, length: length, headerChecksum: headerChecksum(header))
-        return stored == expected ? length : nil
     }
 }

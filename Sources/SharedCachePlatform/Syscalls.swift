@@ -101,7 +101,11 @@ package enum System {
         #if DEBUG
         if Failpoint.isArmed, let shortened = Failpoint.shortWrite("pwrite", requested: count) { count = shortened }
         #endif
-        return try retryingInterrupts("pwrite") { pwrite(descriptor, buffer.baseAddress, count, off_t(offset)) }
+        let written = try retryingInterrupts("pwrite") { pwrite(descriptor, buffer.baseAddress, count, off_t(offset)) }
+        #if DEBUG
+        if Recorder.isArmed { Recorder.wrote(descriptor, count: written, [buffer], at: offset) }
+        #endif
+        return written
     }
 
     /// Writes up to `buffer.count` bytes at the current offset (or at the end with `O_APPEND`).

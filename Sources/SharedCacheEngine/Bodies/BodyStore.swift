@@ -52,8 +52,9 @@ package protocol BodyStore: Sendable {
     /// removal first; a body already gone is fine.
     func reclaim(_ hash: KeyHash, at location: BodyLocation) throws
 
-    /// Calls `visit` with every stored body whose header checks out: the recovery of a lost
-    /// manifest, since bodies are the source of truth.
+    /// Calls `visit` with every stored body whose header checks out and that is live unless
+    /// the journal says otherwise: the recovery of a lost manifest. (Packed bodies are not:
+    /// their records outlive their entries.)
     func forEachBody(_ visit: (KeyHash, BodyLocation, BlobHeader) throws -> Void) throws
 
     /// Finds what the store holds that is not a live body: bodies no entry refers to (once
@@ -71,6 +72,10 @@ package protocol BodyStore: Sendable {
     /// retiring whole once no entry refers to them.
     func finishedPacks(modifiedBefore cutoff: Int64) throws -> [FinishedPack]
 
+    /// Copies a packed body, checked whole, to a new record in this process's own segment;
+    /// `nil` when it is missing or damaged. The caller journals the move.
+    func copy(_ hash: KeyHash, at location: BodyLocation, durable: Bool) throws -> BodyLocation?
+
     /// Deletes a finished segment whose retirement the caller journaled.
     func delete(_ pack: FinishedPack) throws
 
@@ -81,6 +86,7 @@ package protocol BodyStore: Sendable {
 extension BodyStore {
     // A store without segments (blob files only) has none to retire.
     package func finishedPacks(modifiedBefore cutoff: Int64) throws -> [FinishedPack] { [] }
+    package func copy(_ hash: KeyHash, at location: BodyLocation, durable: Bool) throws -> BodyLocation? { nil }
     package func delete(_ pack: FinishedPack) throws {}
     package func close(retired packs: [UInt64]?) {}
 }

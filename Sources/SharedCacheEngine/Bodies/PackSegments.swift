@@ -223,49 +223,6 @@ extension PackSegments {
         try directory.contents(of: CacheDirectory.packsDirectory).compactMap(Self.parseName)
     }
 
-    /// Calls `visit` with every record of segment `pack` whose place and header check out (not
-    /// its body: that is checked when it is read). A damaged stretch is skipped: the scan tries
-    /// each 8-byte boundary after it until a record's check holds again.
-    package func scan(_ pack: UInt64, _ visit: (BodyLocation, BlobHeader) throws -> Void) throws {
-        guard let file = try directory.openIfPresent(Self.name(pack), flags: O_RDONLY | O_NONBLOCK) else { return }
-        let size = UInt64(try file.status().size)
-        let window = 1 << 20
-        let buffer = UnsafeMutableRawBufferPointer.allocate(
-            byteCount: window + 2 * ConfigurationFile.maximumPackThreshold + 4096, alignment: 16)
-        defer { buffer.deallocate() }
-        var position = UInt64(PackRecord.segmentHeaderSize)
-        var base: UInt64 = 0
-        var count = 0
-        while position + UInt64(PackRecord.prefixSize) <= size {
-            // Keep the record at `position` whole in the buffer: refill from it when it may not be.
-            if position < base || position + UInt64(PackRecord.prefixSize + BlobHeader.fixedSize) > base + UInt64(count)
-                || position - base > UInt64(window)
-            {
-                base = position
-                count = try file.read(fromAbsoluteOffset: Int64(base), into: buffer)
-                guard count > 0 else { return }
-            }
-            let available = UnsafeRawBufferPointer(rebasing: buffer[Int(position - base)..<count])
-            guard let length = PackRecord.declaredLength(available, pack: pack, position: position) else {
-                position += UInt64(PackRecord.alignment)
-                continue
-            }
-            let location = BodyLocation(pack: pack, position: position, length: length)
-            if Int(length) <= available.count,
-                let (header, _) = try? PackRecord.decode(
-                    UnsafeRawBufferPointer(rebasing: available[..<Int(length)]), at: location)
-            {
-                try visit(location, header)
-                position = PackRecord.next(after: position, length: length)
-            } else if Int(length) > available.count, position != base {
-                base = 0
-                count = 0  // refill from here
-            } else {
-                position += UInt64(PackRecord.alignment)
-            }
-        }
-    }
-
     /// Files in `packs/` that are not pack segments (repair removes them), and segments that
     /// are not yet named by anything: what `verify` reports.
     package func audit(repair: Bool) throws -> [BodyProblem] {

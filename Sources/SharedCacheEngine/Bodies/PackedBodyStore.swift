@@ -106,8 +106,28 @@ package struct PackedBodyStore: BodyStore {
         guard location.isPacked else {
             return try blobs.read(hash, at: location, key: key, expectedSize: expectedSize)
         }
-        guard let file = try packs.open(location.pack) else { return .missing }
-        return try Self.read(file, hash: hash, at: location, key: key, expectedSize: expectedSize)
+        switch try open(location.pack) {
+        case .opened(let file): return try Self.read(file, hash: hash, at: location, key: key, expectedSize: expectedSize)
+        case .missing: return .missing
+        case .damaged(let reason): return .damaged(reason)
+        }
+    }
+
+    private enum Opening {
+        case opened(PackFile)
+        case missing
+        case damaged(String)
+    }
+
+    /// The segment `pack` for reading: gone once retired; damage when something other than a
+    /// segment stands in its place.
+    private func open(_ pack: UInt64) throws -> Opening {
+        do {
+            guard let file = try packs.open(pack) else { return .missing }
+            return .opened(file)
+        } catch let error as SystemError where error.errno == ELOOP {
+            return .damaged("a symbolic link stands where the pack segment belongs")
+        }
     }
 
     /// Reads the record at `location` with one `pread` and checks it whole: its place, header,
@@ -164,7 +184,7 @@ package struct PackedBodyStore: BodyStore {
         -> (any PinnedBody, BlobHeader)?
     {
         guard location.isPacked else { return try blobs.pin(hash, at: location, key: key, expectedSize: expectedSize) }
-        guard let file = try packs.open(location.pack) else { return nil }
+        guard case .opened(let file) = try open(location.pack) else { return nil }
         let pinned = PinnedRecord(file: file, hash: hash, location: location, key: key, expectedSize: expectedSize)
         guard case .found(let header, _) = try pinned.read() else { return nil }
         return (pinned, header)
@@ -172,7 +192,7 @@ package struct PackedBodyStore: BodyStore {
 
     package func readHeader(_ hash: KeyHash, at location: BodyLocation) throws -> BlobHeader? {
         guard location.isPacked else { return try blobs.readHeader(hash, at: location) }
-        guard let file = try packs.open(location.pack) else { return nil }
+        guard case .opened(let file) = try open(location.pack) else { return nil }
         var bytes = [UInt8](repeating: 0, count: Int(location.length))
         let count = try bytes.withUnsafeMutableBytes {
             try file.file.read(fromAbsoluteOffset: Int64(location.position), into: $0)
@@ -191,14 +211,11 @@ package struct PackedBodyStore: BodyStore {
 
     // MARK: Scanning
 
+    /// Visits blob files only: a packed record stays in its segment after its entry is
+    /// removed, so a scan cannot tell the live from the removed; the journal can (see the
+    /// rebuild in `LiveIndex`).
     package func forEachBody(_ visit: (KeyHash, BodyLocation, BlobHeader) throws -> Void) throws {
         try blobs.forEachBody(visit)
-        for pack in try packs.segments() {
-            try packs.scan(pack) { location, header in
-                guard header.key.withUnsafeBytes({ KeyHash(hashing: $0) }) == header.keyHash else { return }
-                try visit(header.keyHash, location, header)
-            }
-        }
     }
 
     package func audit(isLive: (KeyHash, BodyLocation) -> Bool, orphanCutoff: Int64, repair: Bool) throws
@@ -212,6 +229,20 @@ package struct PackedBodyStore: BodyStore {
 
     package func finishedPacks(modifiedBefore cutoff: Int64) throws -> [FinishedPack] {
         try packs.finished(modifiedBefore: cutoff)
+    }
+
+    package func copy(_ hash: KeyHash, at location: BodyLocation, durable: Bool) throws -> BodyLocation? {
+        guard location.isPacked, case .opened(let file) = try open(location.pack) else { return nil }
+        let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(Int(location.length), 1), alignment: 16)
+        defer { bytes.deallocate() }
+        let count = try file.file.read(fromAbsoluteOffset: Int64(location.position), into: bytes)
+        let record = UnsafeRawBufferPointer(rebasing: bytes[..<count])
+        guard count == Int(location.length), let (header, bodyOffset) = try? PackRecord.decode(record, at: location),
+            header.keyHash == hash
+        else { return nil }
+        let body = UnsafeRawBufferPointer(rebasing: record[bodyOffset...])
+        guard CRC32C.checksum(body) == header.bodyChecksum else { return nil }
+        return try packs.append(header, body: body, durable: durable)
     }
 
     package func delete(_ pack: FinishedPack) throws {

@@ -38,10 +38,8 @@ public struct CompactionReport: Sendable {
     public var orphansRemoved: Int
     /// Blobs of earlier evictions unlinked in this pass, once their grace period was over.
     public var blobsUnlinked: Int
-    /// Pack segments deleted because no entry is in them any more.
-    public var packsRetired: Int = 0
-    /// Bytes of those segments.
-    public var packBytesReclaimed: Int64 = 0
+    /// Pack segments given back whole, and live entries moved out of them first.
+    public var packs = PackReclamation()
     /// Whether a stop request ended the pass before it finished.
     public var stoppedEarly: Bool
     /// How long the pass took.
@@ -234,7 +232,7 @@ package final class Compactor: Sendable {
             let position = try cache.statistics().journalSequence
             lastCheckpoint.withLock { $0 = (position, Clock.nowMilliseconds()) }
         }
-        if !shouldStop() { (report.packsRetired, report.packBytesReclaimed) = try retireEmptyPacks() }
+        if !shouldStop() { report.packs = try reclaimPacks(shouldStop: shouldStop) }
         if options.sweepOrphans && !shouldStop() { report.orphansRemoved = try sweepOrphans() }
         cache.counters?.add(.compactions)
         cache.counters?.raise(.lastCompactionAt, to: UInt64(Clock.nowMilliseconds()))

@@ -110,7 +110,12 @@ package final class LiveIndex {
         JournalCursor(segment: segment, lastSequence: max(header.lastSequence, segment.header.firstSequence - 1))
     }
 
-    /// Writes a new manifest from the stored bodies and the newest journal segment.
+    /// Writes a new manifest from the blob files and every journal segment kept.
+    ///
+    /// Blob files are the truth for large bodies (a removal unlinks them). A packed body stays
+    /// in its segment after its entry is removed, so only the journal says which are live:
+    /// replaying every segment kept, from the oldest, brings back the packed entries stored
+    /// within the journal's retention and no removed one; older packed entries are lost.
     private static func rebuild(
         _ directory: CacheDirectory, bodies: any BodyStore, lock: DirectoryLock, timeout: Duration, durable: Bool,
         force: Bool
@@ -119,13 +124,28 @@ package final class LiveIndex {
             // Another process may have rebuilt it while we waited for the lock.
             if !force, case .valid = try ManifestFile.read(in: directory) { return }
             let index = try ManifestFile.scanBodies(bodies)
-            let newest = try JournalSegment.generations(in: directory).last ?? 0
-            if try JournalSegment.open(newest, in: directory) == nil {
-                try JournalSegment.create(max(newest, 1), firstSequence: 1, in: directory, durable: durable)
+            let generations = try JournalSegment.generations(in: directory)
+            if generations.isEmpty {
+                try JournalSegment.create(1, firstSequence: 1, in: directory, durable: durable)
             }
-            // Replay the newest segment over the scan: its records are no older than the
-            // blobs, so applying them is exact; then seal it like any checkpoint.
-            guard let segment = try JournalSegment.open(max(newest, 1), in: directory) else {
+            // Replay from the oldest segment whose seals lead to the newest (a run of
+            // consecutive generations: a power loss may have lost one in between), then seal
+            // like any checkpoint. Its records are no older than the blobs they name, so
+            // applying them over the scan is exact.
+            var chain = generations.isEmpty ? [UInt64(1)] : [generations.last!]
+            for generation in generations.reversed().dropFirst() where generation == chain[0] - 1 {
+                chain.insert(generation, at: 0)
+            }
+            var oldest: JournalSegment?
+            for generation in chain {
+                do {
+                    oldest = try JournalSegment.open(generation, in: directory)
+                } catch let error as SharedCacheError where generation != chain.last {
+                    _ = error  // damaged and not the newest: start after it
+                }
+                if oldest != nil { break }
+            }
+            guard let segment = oldest else {
                 throw SharedCacheError(.ioFailure, "the journal segment vanished during a rebuild; try again")
             }
             let live = LiveIndex(
@@ -239,30 +259,38 @@ package final class LiveIndex {
 
     /// Reloads from the manifest after the journal position was lost (retired or truncated).
     private func resynchronize() throws {
-        for _ in 0..<8 {
-            guard case .valid(let header, let fresh) = try ManifestFile.read(in: directory),
-                let segment = try JournalSegment.open(header.generation, in: directory)
-            else { continue }
-            if collectsRemovals {
-                // The records between our position and the manifest are gone: report every
-                // version we knew that the manifest no longer has.
-                for (hash, entry) in index where fresh[hash]?.location != entry.location {
-                    pendingRemovals.append(Removal(hash: hash, key: nil, reason: .unknown, remover: nil, sequence: nil))
-                }
-                reportedThrough = max(reportedThrough, header.lastSequence)
-            }
-            earlierRepairs += cursor.repairs
-            if tracksChanges { changedHashes = nil }
-            retiredPacks = nil
-            index = fresh
-            cursor = Self.cursor(segment, after: header)
-            resynchronizations += 1
-            if try advance() != .mustResynchronize { return }
-        }
+        // Checkpoints that follow each other quickly (a short retention) can retire the segment
+        // a manifest names before we open it, or the next before we reach it; each attempt reads
+        // the newest manifest again. (Not under the directory lock: this runs under the
+        // process's state mutex, which a checkpoint holding that lock waits for.)
+        for _ in 0..<16 where try reload() { return }
         throw SharedCacheError(
             .corruptData,
             "lost the journal position of \(directory.path) and could not find a manifest and segment that agree; "
                 + "run `sharedcache verify --repair`")
+    }
+
+    /// One attempt of ``resynchronize()``: whether the manifest and its segment agreed and the
+    /// journal could be read from there to its end.
+    private func reload() throws -> Bool {
+        guard case .valid(let header, let fresh) = try ManifestFile.read(in: directory),
+            let segment = try JournalSegment.open(header.generation, in: directory)
+        else { return false }
+        if collectsRemovals {
+            // The records between our position and the manifest are gone: report every
+            // version we knew that the manifest no longer has.
+            for (hash, entry) in index where !(fresh[hash].map { $0.isSameVersion(as: entry) } ?? false) {
+                pendingRemovals.append(Removal(hash: hash, key: nil, reason: .unknown, remover: nil, sequence: nil))
+            }
+            reportedThrough = max(reportedThrough, header.lastSequence)
+        }
+        earlierRepairs += cursor.repairs
+        if tracksChanges { changedHashes = nil }
+        retiredPacks = nil
+        index = fresh
+        cursor = Self.cursor(segment, after: header)
+        resynchronizations += 1
+        return try advance() != .mustResynchronize
     }
 
     /// One step of taking the append lock: lock this segment, or it is done.

@@ -54,10 +54,13 @@ package enum Recorder {
         append("close", [inode(descriptor), path(of: descriptor)])
     }
 
-    /// `count` bytes of `buffers` (in order) were just written at the descriptor's offset.
-    static func wrote(_ descriptor: Int32, count: Int, _ buffers: [UnsafeRawBufferPointer]) {
+    /// `count` bytes of `buffers` (in order) were just written at the descriptor's offset, or
+    /// at `position` (a `pwrite`, which leaves the offset alone).
+    static func wrote(
+        _ descriptor: Int32, count: Int, _ buffers: [UnsafeRawBufferPointer], at position: Int64? = nil
+    ) {
         guard count > 0 else { return }
-        let end = lseek(descriptor, 0, SEEK_CUR)
+        let end = position.map { $0 + Int64(count) } ?? Int64(lseek(descriptor, 0, SEEK_CUR))
         var hex: [UInt8] = []
         hex.reserveCapacity(count * 2)
         var remaining = count

@@ -314,7 +314,9 @@ do {
         func line(_ text: String) { FileHandle.standardOutput.write(Data((text + "\n").utf8)) }
         for index in 0..<4 {
             let key = keyName(index)
-            line("put \(key) " + outcome { try cache.put(key: key, data: body(key: key, writer: 9, version: index, size: 2000)); return "ok" })
+            // Key 1, removed below, is past the pack threshold: its removal unlinks a blob file.
+            let size = index == 1 ? 40_000 : 2000
+            line("put \(key) " + outcome { try cache.put(key: key, data: body(key: key, writer: 9, version: index, size: size)); return "ok" })
         }
         for index in 0..<4 {
             let key = keyName(index)
@@ -322,7 +324,8 @@ do {
         }
         line("remove \(keyName(1)) " + outcome { try cache.remove(key: keyName(1)) ? "ok" : "miss" })
         line("checkpoint - " + outcome { try cache.checkpoint(); return "ok" })
-        line("put \(keyName(4)) " + outcome { try cache.put(key: keyName(4), data: body(key: keyName(4), writer: 9, version: 4, size: 2000)); return "ok" })
+        // Past the pack threshold: a blob file (the other small puts pack records).
+        line("put \(keyName(4)) " + outcome { try cache.put(key: keyName(4), data: body(key: keyName(4), writer: 9, version: 4, size: 40_000)); return "ok" })
         #if DEBUG
         line("failpoint - \(Failpoint.hasFired ? "fired" : "idle")")
         #endif

@@ -57,10 +57,40 @@ struct FileFormatTests {
         }
     }
 
+    /// sharedcache(5), "Versions": a version 1 manifest has 72-byte entries with a blob ID.
+    @Test func versionOneManifestDecodes() throws {
+        var entries = ByteWriter()
+        entries.append(KeyHash(key: "a"))
+        entries.append(UInt64(0x42))  // blob-id:u64
+        entries.append(UInt64(10))
+        entries.append(Int64(1))
+        entries.append(Int64.max)
+        entries.append(Int64(3))
+        var writer = ByteWriter()
+        writer.append(bytes: ManifestCoding.magic)
+        writer.append(UInt16(1))
+        writer.append(UInt16(0))
+        writer.append(UInt64(2))
+        writer.append(UInt64(9))
+        writer.append(UInt64(1))
+        writer.append(UInt32(72))
+        writer.append(UInt32(0))
+        writer.append(Int64(5))
+        writer.append(bytes: repeatElement(UInt8(0), count: 12))
+        writer.appendChecksum()
+        writer.append(bytes: entries.bytes)
+        writer.append(CRC32C.mask(entries.bytes.withUnsafeBytes { CRC32C.checksum($0) }))
+        let (header, decoded) = try Self.decodeManifest(writer.bytes)
+        #expect(header.major == 1 && header.lastSequence == 9)
+        #expect(
+            decoded[KeyHash(key: "a")]
+                == IndexEntry(location: BodyLocation(blobID: 0x42), bodySize: 10, storedAt: 1, expiresAt: .max, lastAccess: 3))
+    }
+
     @Test func newerManifestMajorVersionIsRefused() {
         var bytes = Self.encodeManifest(Self.sampleIndex(1))
-        bytes[4] = 2
-        #expect(throws: FormatError.unsupportedVersion(major: 2)) { try Self.decodeManifest(bytes) }
+        bytes[4] = 3
+        #expect(throws: FormatError.unsupportedVersion(major: 3)) { try Self.decodeManifest(bytes) }
     }
 
     @Test func blobHeaderRoundTripsAndChecksItself() throws {
@@ -83,8 +113,9 @@ struct FileFormatTests {
     @Test func formatFileVersions() throws {
         #expect(try FormatVersion.decode(FormatVersion.current.encoded()) == .current)
         #expect(try FormatVersion.decode(Array("sharedcache 1.7\n".utf8)) == FormatVersion(major: 1, minor: 7))
-        #expect(throws: FormatError.unsupportedVersion(major: 2)) {
-            try FormatVersion.decode(Array("sharedcache 2.0\n".utf8))
+        #expect(try FormatVersion.decode(Array("sharedcache 2.3\n".utf8)) == FormatVersion(major: 2, minor: 3))
+        #expect(throws: FormatError.unsupportedVersion(major: 3)) {
+            try FormatVersion.decode(Array("sharedcache 3.0\n".utf8))
         }
         #expect(throws: FormatError.badMagic) { try FormatVersion.decode(Array("something else\n".utf8)) }
         #expect(throws: FormatError.self) { try FormatVersion.decode(Array("sharedcache one\n".utf8)) }

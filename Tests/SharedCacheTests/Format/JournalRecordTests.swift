@@ -16,7 +16,13 @@ struct JournalRecordTests {
         .accessed(AccessedRecord(hash: hash, location: BodyLocation(blobID: 0xABCDEF), accessedAt: 1_700_000_000_500)),
         .freshened(FreshenedRecord(hash: hash, location: BodyLocation(blobID: 0xABCDEF), storedAt: 1_700_000_001_000, expiresAt: .max)),
         .sealed(nextGeneration: 7),
+        .stored(
+            StoredRecord(
+                hash: hash, location: packed, bodySize: 1000, storedAt: 1, expiresAt: 2, key: Array("k".utf8), etag: [])),
+        .moved(MovedRecord(hash: hash, from: packed, to: BodyLocation(pack: 0x9999, position: 32, length: 1100))),
+        .retired(pack: 0x1234_5678_9ABC_DEF0),
     ]
+    static let packed = BodyLocation(pack: 0x1234_5678_9ABC_DEF0, position: 4096, length: 1100)
 
     /// Frames the records with consecutive sequence numbers starting at 1.
     static func encode(_ records: [JournalRecord]) -> [UInt8] {
@@ -107,12 +113,40 @@ struct JournalRecordTests {
         JournalRecord.removed(RemovedRecord(hash: Self.hash, location: BodyLocation(blobID: 1), reason: .manual, remover: Self.remover))
             .encode(sequence: 1, into: &writer)
         var bytes = writer.bytes
-        // The reason byte follows the 17-byte frame header, the hash and the blob ID; re-checksum.
-        bytes[17 + 32 + 8] = 99
+        // The reason byte follows the 17-byte frame header, the hash and the location; re-checksum.
+        bytes[17 + 32 + BodyLocation.encodedSize] = 99
         let crc = bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[4...])) }
         withUnsafeBytes(of: CRC32C.mask(crc).littleEndian) { for i in 0..<4 { bytes[i] = $0[i] } }
         let (_, stop) = Self.decodeAll(bytes)
         #expect(stop == .corrupt(.invalidField("removal reason 99")))
+    }
+
+    /// sharedcache(5), "Versions": a version 1 record names its blob by an 8-byte blob ID.
+    @Test func versionOneRecordsDecodeWithBlobLocations() throws {
+        var writer = ByteWriter()
+        writer.append(UInt32(0))
+        writer.append(UInt32(0))
+        writer.append(UInt64(5))
+        writer.append(UInt8(5))  // accessed
+        let payloadStart = writer.count
+        writer.append(Self.hash)
+        writer.append(UInt64(0xABCDEF))  // blob-id:u64
+        writer.append(Int64(77))
+        writer.set(UInt32(writer.count - payloadStart), at: 4)
+        var bytes = writer.bytes
+        let crc = bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[4...])) }
+        withUnsafeBytes(of: CRC32C.mask(crc).littleEndian) { for i in 0..<4 { bytes[i] = $0[i] } }
+        let frame = bytes.withUnsafeBytes { JournalRecord.decodeFrame($0, at: 0, major: 1) }
+        #expect(
+            frame
+                == .record(
+                    .accessed(AccessedRecord(hash: Self.hash, location: BodyLocation(blobID: 0xABCDEF), accessedAt: 77)),
+                    sequence: 5, size: bytes.count))
+        // Read as version 2, the same bytes are too short for a 20-byte location.
+        guard case .corrupt = bytes.withUnsafeBytes({ JournalRecord.decodeFrame($0, at: 0) }) else {
+            Issue.record("a version 1 record decoded as version 2")
+            return
+        }
     }
 
     @Test func segmentHeaderRoundTripsAndRejectsDamage() throws {
@@ -126,8 +160,8 @@ struct JournalRecordTests {
         #expect(throws: FormatError.checksumMismatch) { try flipped.withUnsafeBytes { try SegmentHeader.decode($0) } }
 
         var newer = bytes
-        newer[4] = 2  // major version 2
-        #expect(throws: FormatError.unsupportedVersion(major: 2)) {
+        newer[4] = 3  // major version 3
+        #expect(throws: FormatError.unsupportedVersion(major: 3)) {
             try newer.withUnsafeBytes { try SegmentHeader.decode($0) }
         }
         #expect(throws: FormatError.truncated) {

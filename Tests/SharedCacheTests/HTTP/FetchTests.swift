@@ -179,7 +179,7 @@ struct FetchTests {
 
     @Test func aPinnedBodyThatFailsItsCheckAfterA304IsFetchedAgainUnconditionally() async throws {
         try origin.write("/plain/d.txt", "the real body")
-        let cache = try cache(Configuration(memoryCostLimit: 0))
+        let cache = try cache(Configuration(memoryCostLimit: 0).withBlobFiles)
         _ = try await cache.fetch(request("/plain/d.txt"))
         let damaging = DamagingTransport(blobs: directory("cache/blobs"))
         let result = try await cache.fetch(request("/plain/d.txt"), transport: damaging)

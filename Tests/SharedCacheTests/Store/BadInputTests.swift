@@ -70,10 +70,10 @@ struct BadInputTests {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))
         try cache.put(key: "k", data: Data("v".utf8))
-        try Data("sharedcache 2.0\n".utf8).write(to: URL(fileURLWithPath: directory("cache/format")))
+        try Data("sharedcache 3.0\n".utf8).write(to: URL(fileURLWithPath: directory("cache/format")))
         #expect(errorCode { try SharedCache(directory: directory("cache")) } == "unsupportedFormat")
         // A newer minor version is compatible.
-        try Data("sharedcache 1.9\n".utf8).write(to: URL(fileURLWithPath: directory("cache/format")))
+        try Data("sharedcache 2.9\n".utf8).write(to: URL(fileURLWithPath: directory("cache/format")))
         #expect(try SharedCache(directory: directory("cache")).get(key: "k")?.data == Data("v".utf8))
     }
 
@@ -197,7 +197,7 @@ struct BadInputTests {
     @Test func aHungLockHolderTimesOutWritersButNotReaders() throws {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(
-            directory: directory("cache"), configuration: Configuration(lockTimeout: .milliseconds(200)))
+            directory: directory("cache"), configuration: Configuration(lockTimeout: .milliseconds(200)).withBlobFiles)
         try cache.put(key: "k", data: Data("v".utf8))
         let holder = open(directory("cache/journal/0000000000000001"), O_RDWR)
         defer { close(holder) }

@@ -11,7 +11,7 @@ import Testing
 @Suite("Fault injection at the system-call layer", .serialized)
 struct FaultInjectionTests {
     static let calls = [
-        "openat", "write", "writev", "pread", "renameat2", "fdatasync", "fsync", "mkdirat", "unlinkat", "ftruncate", "fstat",
+        "openat", "write", "writev", "pwrite", "pread", "renameat2", "fdatasync", "fsync", "mkdirat", "unlinkat", "ftruncate", "fstat",
         "fstatat", "readdir",
     ]
     static let occurrences = 1...6
@@ -68,7 +68,7 @@ struct FaultInjectionTests {
 
     /// EIO and ENOSPC for every call; writes are also cut short, as a filling disk does.
     static func faults(of call: String) -> [String] {
-        ["write", "writev"].contains(call) ? ["EIO", "ENOSPC", "short"] : ["EIO", "ENOSPC"]
+        ["write", "writev", "pwrite"].contains(call) ? ["EIO", "ENOSPC", "short"] : ["EIO", "ENOSPC"]
     }
 
     func keyName(_ index: Int) -> String { "https://example.com/item/\(index)" }

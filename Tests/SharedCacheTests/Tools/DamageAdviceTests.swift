@@ -127,6 +127,7 @@ struct DamageAdviceTests {
 
     /// A symbolic link where a blob belongs: `verify` says so, and `verify --repair` removes it.
     @Test func aSymbolicLinkWhereABlobBelongs() throws {
+        _ = try SharedCache(directory: cache, configuration: .blobFiles)  // every body in a blob file
         try populate()
         let path = try #require(try SharedCache(directory: cache).listEntries().first { $0.key == "k2" }).path
         try FileManager.default.moveItem(atPath: path, toPath: directory("blob.aside"))
@@ -141,6 +142,27 @@ struct DamageAdviceTests {
         #expect(!FileManager.default.fileExists(atPath: path))
         #expect(try run("get", "k2").status == 1)
         try expectUsable()
+    }
+
+    /// A symbolic link where a pack segment belongs: the entries in it are misses, `verify`
+    /// reports them and the link, and `verify --repair` removes both.
+    @Test func aSymbolicLinkWhereAPackSegmentBelongs() throws {
+        try populate()
+        let segments = try packSegments(in: cache)
+        #expect(!segments.isEmpty)
+        for segment in segments {
+            let path = "\(cache)/packs/\(segment)"
+            try FileManager.default.moveItem(atPath: path, toPath: directory("\(segment).aside"))
+            try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: directory("\(segment).aside"))
+        }
+        let found = try run("verify")
+        #expect(found.status == 65)
+        #expect(try run("verify", "--repair").status == 0)
+        #expect(try packSegments(in: cache).isEmpty)
+        #expect(try run("get", "k2").status == 1)
+        #expect(try run("verify").status == 0)
+        #expect(try run("put", "new", input: "n").status == 0)
+        #expect(try run("get", "new").output == "n")
     }
 
     /// A config file with a bad line: the message says which line, without Swift's debug text,

@@ -1,0 +1,96 @@
+import SharedCacheFormat
+import SharedCachePlatform
+
+/// What reclaiming pack segments did in one pass.
+public struct PackReclamation: Sendable, Hashable {
+    /// Segments deleted because no entry was left in them.
+    public var segmentsRetired = 0
+    /// Their bytes, given back once every process closed them.
+    public var bytesReclaimed: Int64 = 0
+    /// Live entries copied out of mostly-dead segments first.
+    public var entriesMoved = 0
+}
+
+extension Compactor {
+    /// How long after its last write a finished pack segment is left alone: a put writes its
+    /// record a moment before it journals it, and the segment must not go in between.
+    static let packSettleTime: Int64 = 60 * 1000
+    /// A finished segment whose live records fill less than this share of it is compacted:
+    /// they are copied to a segment of this process's, and the old one goes whole.
+    static let packLiveRatioToCompact = 0.5
+    /// At most this many bytes of live records are copied per pass, so a pass stays short.
+    static let packBytesToMovePerPass: Int64 = 256 << 20
+
+    /// Gives back the space of packed bodies that were evicted, removed or replaced, a segment
+    /// at a time (Bitcask's merge, CacheLib's region reclaim): one unlink per segment, not per
+    /// entry.
+    ///
+    /// Only finished segments, whose writer is gone or done with them, are touched, each locked
+    /// first so nobody takes it on meanwhile, and only once unwritten for ``packSettleTime``.
+    /// A segment with no entry left is journaled as retired (every process then closes its
+    /// descriptor, which gives the space back) and deleted. A segment mostly dead has its live
+    /// records copied to this process's own segment first, and each copy journaled as a move
+    /// that applies only if the entry is still that version there: a put or removal meanwhile
+    /// wins, and a reader that looked the entry up before the move reads the old record, which
+    /// stays valid until the segment goes.
+    func reclaimPacks(shouldStop: () -> Bool) throws(SharedCacheError) -> PackReclamation {
+        try cache.directory.perform("reclaiming pack segments") {
+            var result = PackReclamation()
+            let finished = try cache.bodies.finishedPacks(modifiedBefore: Clock.nowMilliseconds() - Self.packSettleTime)
+            guard !finished.isEmpty else { return result }
+            // Locked, a finished segment gains no entries: whatever names it is in the journal now.
+            let candidates = Set(finished.map(\.pack))
+            let live = try cache.withState { state in
+                try state.live.refresh()
+                var live: [UInt64: [(KeyHash, BodyLocation)]] = [:]
+                for (hash, entry) in state.live.index where candidates.contains(entry.location.pack) {
+                    live[entry.location.pack, default: []].append((hash, entry.location))
+                }
+                return live
+            }
+            var budget = Self.packBytesToMovePerPass
+            var retiring: [FinishedPack] = []
+            for pack in finished {
+                guard let records = live[pack.pack] else {
+                    retiring.append(pack)
+                    continue
+                }
+                let liveBytes = records.reduce(Int64(0)) { $0 + Int64($1.1.length) }
+                guard Double(liveBytes) < Double(pack.size) * Self.packLiveRatioToCompact, liveBytes <= budget,
+                    !shouldStop()
+                else { continue }
+                budget -= liveBytes
+                if try move(records) { retiring.append(pack) }
+                result.entriesMoved += records.count
+            }
+            guard !retiring.isEmpty else { return result }
+            try cache.commit { _ in (retiring.map { JournalRecord.retired(pack: $0.pack) }, ()) }
+            for pack in retiring { try cache.bodies.delete(pack) }
+            result.segmentsRetired = retiring.count
+            result.bytesReclaimed = retiring.reduce(0) { $0 + $1.size }
+            return result
+        }
+    }
+
+    /// Copies `records` to this process's segment and journals the moves; damaged ones are
+    /// journaled as removed. Returns whether no entry is left at the old places.
+    private func move(_ records: [(KeyHash, BodyLocation)]) throws -> Bool {
+        var moves: [MovedRecord] = []
+        var damaged: [(KeyHash, BodyLocation)] = []
+        for (hash, location) in records {
+            if let copy = try cache.bodies.copy(hash, at: location, durable: cache.isDurable) {
+                moves.append(MovedRecord(hash: hash, from: location, to: copy))
+            } else {
+                damaged.append((hash, location))
+            }
+        }
+        return try cache.commit { index -> ([JournalRecord], Bool) in
+            let current = { (hash: KeyHash, location: BodyLocation) in index[hash]?.location == location }
+            var journaled = moves.filter { current($0.hash, $0.from) }.map(JournalRecord.moved)
+            journaled += damaged.filter(current).map { hash, location in
+                JournalRecord.removed(RemovedRecord(hash: hash, location: location, reason: .corrupt, remover: .current))
+            }
+            return (journaled, true)
+        }
+    }
+}
