@@ -74,7 +74,7 @@ package struct ByteReader {
 
     package mutating func expectMagic(_ magic: [UInt8]) throws(FormatError) {
         let found = try readBytes(magic.count)
-        guard found.elementsEqual(magic) else { throw .badMagic }
+        guard magic.hasSameBytes(as: found) else { throw .badMagic }
     }
 
     /// Checks that the masked CRC32C stored at the current offset covers `bytes[start..<offset]`.

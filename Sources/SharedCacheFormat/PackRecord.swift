@@ -71,19 +71,21 @@ package enum PackRecord {
     }
 
     /// The last four bytes of an encoded body header: its own masked checksum.
-    private static func headerChecksum(_ header: some Collection<UInt8>) -> UInt32 {
-        var value: UInt32 = 0
-        for (shift, byte) in header.suffix(4).enumerated() { value |= UInt32(byte) << (8 * shift) }
-        return value
+    private static func headerChecksum(_ header: [UInt8]) -> UInt32 {
+        header.withUnsafeBytes { headerChecksum($0) }
     }
 
+    private static func headerChecksum(_ header: UnsafeRawBufferPointer) -> UInt32 {
+        UInt32(littleEndian: header.loadUnaligned(fromByteOffset: header.count - 4, as: UInt32.self))
+    }
+
+    /// The masked CRC32C of pack, position, length and header checksum, from 24 bytes on the
+    /// stack: this runs on every read.
     private static func check(pack: UInt64, position: UInt64, length: UInt32, headerChecksum: UInt32) -> UInt32 {
-        var writer = ByteWriter(capacity: 24)
-        writer.append(pack)
-        writer.append(position)
-        writer.append(length)
-        writer.append(headerChecksum)
-        return CRC32C.mask(writer.bytes.withUnsafeBytes { CRC32C.checksum($0) })
+        var fields = (pack.littleEndian, position.littleEndian, length.littleEndian, headerChecksum.littleEndian)
+        return withUnsafeBytes(of: &fields) { raw in
+            CRC32C.mask(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[..<24])))
+        }
     }
 
     /// Checks the record at `location` read whole into `bytes` (`location.length` bytes) and

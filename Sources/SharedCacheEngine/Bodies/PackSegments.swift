@@ -10,12 +10,15 @@ package import SharedCachePlatform
 
 /// This process's pack segments: the one it appends to, and the descriptors it reads through.
 ///
-/// A segment has one writer for its whole life, the process that created it, which holds an
-/// exclusive flock on it for as long as it may append: an unlocked segment is finished, and
-/// nobody appends to it again. The writer `pwrite`s at an offset it keeps itself (no
-/// `O_APPEND`: another process's short write could never land in the middle of its records),
-/// and a record becomes an entry only when its journal record names it. Readers `pread` a
-/// record whole through a descriptor kept open in a small least-recently-used cache. Thread-safe.
+/// A segment has one writer at a time, which holds an exclusive flock on it for as long as it
+/// may append: an unlocked segment is one nobody writes. A process takes on such a segment
+/// that is not full before it makes a new one, so short-lived writers (a command-line tool
+/// storing one entry) share segments instead of leaving one each; it appends after everything
+/// already there, so no byte is ever written twice. The writer `pwrite`s at an offset it keeps
+/// itself (no `O_APPEND`: another process's short write could never land in the middle of its
+/// records), and a record becomes an entry only when its journal record names it. Readers
+/// `pread` a record whole through a descriptor kept open in a small least-recently-used cache.
+/// Thread-safe.
 package final class PackSegments: Sendable {
     /// A segment is full at this size; the next record starts a new one.
     package static let segmentCapacity: UInt64 = 64 << 20
@@ -52,7 +55,9 @@ package final class PackSegments: Sendable {
         let length = PackRecord.length(headerSize: headerBytes.count, bodySize: body.count)
         return try writer.withLock { active in
             if let current = active, current.end + UInt64(length) > Self.segmentCapacity { active = nil }
-            if active == nil { active = try ActiveSegment.create(in: directory, durable: durable) }
+            if active == nil {
+                active = try ActiveSegment.adopt(in: directory) ?? ActiveSegment.create(in: directory, durable: durable)
+            }
             let segment = active!
             let location = BodyLocation(pack: segment.pack, position: segment.end, length: UInt32(length))
             let prefix = PackRecord.prefix(
@@ -138,6 +143,30 @@ private final class ActiveSegment: @unchecked Sendable {
         self.pack = pack
         self.file = file
         self.end = end
+    }
+
+    /// How many unlocked segments a process tries to take on before it makes a new one.
+    private static let adoptionAttempts = 8
+
+    /// Takes on a segment nobody writes that has room, appending after its end (a torn record
+    /// a dead writer left there stays unreferenced garbage); `nil` when there is none.
+    static func adopt(in directory: CacheDirectory) throws -> ActiveSegment? {
+        let names = (try? directory.contents(of: CacheDirectory.packsDirectory)) ?? []
+        for name in names.shuffled().prefix(adoptionAttempts) {
+            guard let pack = PackSegments.parseName(name),
+                let file = try? directory.openIfPresent(PackSegments.name(pack), flags: O_RDWR | O_NONBLOCK),
+                let before = try? file.status(), before.isRegularFile,
+                UInt64(before.size) >= UInt64(PackRecord.segmentHeaderSize),
+                UInt64(before.size) + (1 << 20) < PackSegments.segmentCapacity,
+                (try? file.tryLock(.exclusive)) == true
+            else { continue }
+            // Locked: read the size again (its writer may have appended until it let go), and
+            // make sure the compactor did not delete it meanwhile (it deletes under this lock).
+            guard let status = try? file.status(), status.linkCount > 0 else { continue }
+            let end = (UInt64(status.size) + UInt64(PackRecord.alignment - 1)) & ~UInt64(PackRecord.alignment - 1)
+            return ActiveSegment(pack: pack, file: file, end: end)
+        }
+        return nil
     }
 
     /// Creates a new segment under a fresh name and takes its lock: a name never used before,
