@@ -22,7 +22,7 @@ extension SharedCache {
     }
 
     /// The journal segments present and the manifest's size, for `sharedcache stat`.
-    package func layout() throws(SharedCacheError) -> (segments: [UInt64], manifestBytes: Int64) {
+    package func layout() throws(SharedCacheError) -> DirectoryLayout {
         try engine.layout()
     }
 

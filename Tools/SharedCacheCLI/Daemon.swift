@@ -121,7 +121,8 @@ package final class Daemon: @unchecked Sendable {
         let stopped = report.stoppedEarly ? ", stopped early" : ""
         log(
             "pass: \(report.expiredCount) expired, \(report.evictedForSpaceCount) evicted for space, "
-                + "\(report.orphansRemoved) orphans; \(report.entriesAfter) entries, \(formatBytes(report.bytesAfter)) "
+                + "\(report.orphansRemoved) orphans, \(report.packs.segmentsRetired) pack segments reclaimed; "
+                + "\(report.entriesAfter) entries, \(formatBytes(report.bytesAfter)) "
                 + "(\(limits(cache.configuration)))\(checkpoint)\(stopped), "
                 + String(format: "%.3f s", seconds(report.duration)),
             always: true)

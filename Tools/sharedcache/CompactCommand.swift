@@ -49,6 +49,9 @@ struct CompactJSON: Encodable {
     var bytesAfter: UInt64
     var evictions: [Eviction]
     var orphansRemoved: Int
+    var packSegmentsRetired: Int
+    var packEntriesMoved: Int
+    var packBytesReclaimed: Int64
 
     init(_ report: CompactionReport) {
         dryRun = report.dryRun
@@ -60,5 +63,8 @@ struct CompactJSON: Encodable {
             Eviction(hash: $0.hash.hex, size: $0.size, reason: $0.reason.description, lastAccess: $0.lastAccess)
         }
         orphansRemoved = report.orphansRemoved
+        packSegmentsRetired = report.packs.segmentsRetired
+        packEntriesMoved = report.packs.entriesMoved
+        packBytesReclaimed = report.packs.bytesReclaimed
     }
 }

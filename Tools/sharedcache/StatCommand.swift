@@ -25,6 +25,7 @@ extension Command {
             defaultExpirySeconds: configuration.defaultExpiry?.components.seconds,
             journalSegments: layout.segments.count, journalGeneration: statistics.journalGeneration,
             journalSequence: statistics.journalSequence, manifestBytes: layout.manifestBytes,
+            packSegments: layout.packSegments, packBytes: layout.packBytes, packThreshold: configuration.packThreshold,
             sharing: SharingReport(cache).name, compactorProcessID: daemon,
             activity: statistics.directory.map(ActivityJSON.init))
         if invocation.json {
@@ -43,6 +44,11 @@ extension Command {
                 "\(report.journalSegments) segment(s), generation \(report.journalGeneration), sequence \(report.journalSequence)"
             ),
             ("manifest", formatBytes(UInt64(report.manifestBytes))),
+            (
+                "packs",
+                "\(report.packSegments) segment(s), \(formatBytes(UInt64(report.packBytes))) "
+                    + "(bodies up to \(formatBytes(UInt64(report.packThreshold))))"
+            ),
             ("compactor", daemon.map { "sharedcached, process \($0)" } ?? "not running"),
         ]
         if let activity = statistics.directory {
@@ -78,6 +84,10 @@ struct StatReport: Encodable {
     var journalGeneration: UInt64
     var journalSequence: UInt64
     var manifestBytes: Int64
+    var packSegments: Int
+    /// Bytes of the pack segments, dead records included.
+    var packBytes: Int64
+    var packThreshold: Int
     /// "owner" or "group".
     var sharing: String
     var compactorProcessID: Int32?

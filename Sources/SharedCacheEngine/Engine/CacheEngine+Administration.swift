@@ -19,6 +19,16 @@ package struct ListedEntry: Sendable, Codable {
     package var path: String
 }
 
+/// What a directory holds besides its entries, as `sharedcache stat` shows it.
+package struct DirectoryLayout: Sendable {
+    /// The journal segments present, oldest first.
+    package var segments: [UInt64]
+    package var manifestBytes: Int64
+    package var packSegments: Int
+    /// Bytes of the pack segments, dead records included (the compactor gives them back).
+    package var packBytes: Int64
+}
+
 /// One journal record as `sharedcache journal` prints it.
 package struct JournalLine: Sendable, Codable {
     package var sequence: UInt64
@@ -179,12 +189,21 @@ extension CacheEngine {
         JournalListing(directory: directory)
     }
 
-    /// The journal segments present and the manifest's size, for `sharedcache stat`.
-    package func layout() throws(SharedCacheError) -> (segments: [UInt64], manifestBytes: Int64) {
+    /// The journal segments present, the manifest's size and the pack segments', for
+    /// `sharedcache stat`.
+    package func layout() throws(SharedCacheError) -> DirectoryLayout {
         try directory.perform("inspecting \(path)") {
-            let segments = try JournalSegment.generations(in: directory)
-            let manifest = try directory.status(of: CacheDirectory.manifestFile)?.size ?? 0
-            return (segments, manifest)
+            var packBytes: Int64 = 0
+            let packs = try directory.contents(of: CacheDirectory.packsDirectory).filter {
+                PackSegments.parseName($0) != nil
+            }
+            for name in packs {
+                packBytes += try directory.status(of: "\(CacheDirectory.packsDirectory)/\(name)")?.size ?? 0
+            }
+            return DirectoryLayout(
+                segments: try JournalSegment.generations(in: directory),
+                manifestBytes: try directory.status(of: CacheDirectory.manifestFile)?.size ?? 0,
+                packSegments: packs.count, packBytes: packBytes)
         }
     }
 

@@ -28,6 +28,12 @@ struct PackSegmentTests {
         #expect(try other.get(key: "at the threshold")?.data == Self.body(1, size: Configuration.defaultPackThreshold))
         #expect(try other.get(key: "large")?.data.count == Configuration.defaultPackThreshold + 1)
         #expect(try other.verify().problems.isEmpty)
+
+        let stat = try Tool.admin.run(["--dir", directory("cache"), "stat", "--json"])
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(stat.output.utf8)) as? [String: Any])
+        #expect(report["packSegments"] as? Int == 1)
+        #expect((report["packBytes"] as? Int ?? 0) > 100 * 1000)
+        #expect(report["packThreshold"] as? Int == Configuration.defaultPackThreshold)
     }
 
     /// Writers at the same time each own a segment; a writer that comes later takes on a
