@@ -224,9 +224,9 @@ struct FormatUpgradeTests {
         return directory("format-1")
     }
 
-    static let bodyB = Data((0..<3000).map { UInt8(($0 * 7 + 3) % 256) })
-    static let bodyC = Data((0..<40000).map { UInt8(($0 * 13 + 1) % 251) })
-    static let bodyD = Data("hello, version one\n".utf8)
+    static var bodyB: Data { Data((0..<3000).map { UInt8(($0 * 7 + 3) % 256) }) }
+    static var bodyC: Data { Data((0..<40000).map { UInt8(($0 * 13 + 1) % 251) }) }
+    static var bodyD: Data { Data("hello, version one\n".utf8) }
 
     /// The fixture's entries are all there, exactly, and `added` besides.
     static func expectVersionOneEntries(_ cache: SharedCache, added: [String] = []) throws {
