@@ -18,12 +18,12 @@ struct ScaleMeasurement: Codable {
     var residentBytesPerEntry: Double
     var get: Measurement
     var put: Measurement
-    /// The get floor: open + pread + close of one of the directory's own blob files.
+    /// The get floor: one pread of a record's size at a random offset of one of the directory's
+    /// own pack segments, open all along.
     var getFloor: Measurement
-    /// The put floor: create + write + close in the directory's `tmp/`, rename into one of its
-    /// fan-out folders, one O_APPEND record. Both floors run interleaved with the operations and
-    /// in the same folders, so what the filesystem charges for a folder of 4,000 files instead
-    /// of 4 (and its drift over the run) is in the floor too.
+    /// The put floor: one O_APPEND write of a record's size and one of a journal record's, to
+    /// files in the directory's `tmp/`. Both floors run interleaved with the operations, on the
+    /// same filesystem and files as large, so its drift over the run is in the floor too.
     var putFloor: Measurement
 }
 
@@ -64,14 +64,19 @@ func runScale(_ arguments: [String]) throws -> Never {
     let writes = (0..<operations).map { "https://example.com/scale/new/\($0)" }
     var getSamples: [UInt64] = [], putSamples: [UInt64] = []
     var getFloorSamples: [UInt64] = [], putFloorSamples: [UInt64] = []
-    // Blob files to read for the get floor: every file of 16 fan-out folders.
-    let blobFiles = try (0..<16).flatMap { _ -> [String] in
-        let folder = "\(directory)/blobs/\(String(format: "%02x", Int.random(in: 0..<256)))"
-        return try FileManager.default.contentsOfDirectory(atPath: folder).map { "\(folder)/\($0)" }
-    }
+    // The largest pack segment, read at random offsets for the get floor.
+    let packs = try FileManager.default.contentsOfDirectory(atPath: "\(directory)/packs").map { "\(directory)/packs/\($0)" }
+    let segment = try packs.max {
+        try FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int ?? 0
+            < FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int ?? 0
+    }.map { open($0, O_RDONLY | O_CLOEXEC) } ?? -1
+    let segmentSize = max(Int(lseek(segment, 0, SEEK_END)) - 512, 1)
+    defer { close(segment) }
+    let records = open("\(directory)/tmp/floor-records", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+    defer { close(records) }
     let journal = open("\(directory)/tmp/floor-journal", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
     defer { close(journal) }
-    let bytes = [UInt8](repeating: 0x43, count: 100 + 160)  // a blob: body and header
+    let bytes = [UInt8](repeating: 0x43, count: 100 + 180)  // a record: prefix, header and body
     let buffer = UnsafeMutableRawPointer.allocate(byteCount: 8192, alignment: 16)
     defer { buffer.deallocate() }
     for index in 0..<operations {
@@ -79,19 +84,13 @@ func runScale(_ arguments: [String]) throws -> Never {
         guard try cache.get(key: reads[index]) != nil else { fatalError("scale entry missing") }
         getSamples.append(now() - before)
         before = now()
-        let fd = open(blobFiles[Int.random(in: 0..<blobFiles.count)], O_RDONLY | O_CLOEXEC)
-        _ = pread(fd, buffer, 8192, 0)
-        close(fd)
+        _ = pread(segment, buffer, bytes.count, off_t(Int.random(in: 0..<segmentSize)))
         getFloorSamples.append(now() - before)
         before = now()
         try cache.put(key: writes[index], data: body)
         putSamples.append(now() - before)
         before = now()
-        let temporary = "\(directory)/tmp/floor-\(index)"
-        let created = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        _ = bytes.withUnsafeBytes { write(created, $0.baseAddress, $0.count) }
-        close(created)
-        rename(temporary, "\(directory)/blobs/\(String(format: "%02x", index % 256))/floor-\(index)")
+        _ = bytes.withUnsafeBytes { write(records, $0.baseAddress, $0.count) }
         _ = bytes.withUnsafeBytes { write(journal, $0.baseAddress, 120) }
         putFloorSamples.append(now() - before)
     }

@@ -16,8 +16,9 @@ extension Compactor {
     /// record a moment before it journals it, and the segment must not go in between.
     static let packSettleTime: Int64 = 60 * 1000
     /// A finished segment whose live records fill less than this share of it is compacted:
-    /// they are copied to a segment of this process's, and the old one goes whole.
-    static let packLiveRatioToCompact = 0.5
+    /// they are copied to a segment of this process's, and the old one goes whole. (Bitcask
+    /// merges a file 40 % dead; a lower bar would copy more for less space.)
+    static let packLiveRatioToCompact = 0.6
     /// At most this many bytes of live records are copied per pass, so a pass stays short.
     static let packBytesToMovePerPass: Int64 = 256 << 20
 
