@@ -16,9 +16,11 @@ extension Compactor {
     /// record a moment before it journals it, and the segment must not go in between.
     static let packSettleTime: Int64 = 60 * 1000
     /// A finished segment whose live records fill less than this share of it is compacted:
-    /// they are copied to a segment of this process's, and the old one goes whole. (Bitcask
-    /// merges a file 40 % dead; a lower bar would copy more for less space.)
-    static let packLiveRatioToCompact = 0.6
+    /// they are copied to a segment of this process's, and the old one goes whole. Eviction
+    /// takes the least recently used entries, which sit together in the oldest segments, so
+    /// one pass's evictions leave a segment about a third dead; compacting it then copies two
+    /// bytes per byte freed. (Bitcask merges at 40 % dead, for a store that is never evicted.)
+    static let packLiveRatioToCompact = 0.7
     /// At most this many bytes of live records are copied per pass, so a pass stays short.
     static let packBytesToMovePerPass: Int64 = 256 << 20
 
@@ -39,29 +41,34 @@ extension Compactor {
             var result = PackReclamation()
             let finished = try cache.bodies.finishedPacks(modifiedBefore: Clock.nowMilliseconds() - Self.packSettleTime)
             guard !finished.isEmpty else { return result }
-            // Locked, a finished segment gains no entries: whatever names it is in the journal now.
-            let candidates = Set(finished.map(\.pack))
-            let live = try cache.withState { state in
+            // Locked, a finished segment gains no entries: whatever names it is in the journal
+            // now. Count what is live in each first (a million entries' locations would cost
+            // the compactor tens of megabytes), then list the entries of those to compact.
+            let finishedPacks = Set(finished.map(\.pack))
+            let liveBytes = try cache.withState { state in
                 try state.live.refresh()
-                var live: [UInt64: [(KeyHash, BodyLocation)]] = [:]
-                for (hash, entry) in state.live.index where candidates.contains(entry.location.pack) {
-                    live[entry.location.pack, default: []].append((hash, entry.location))
+                var bytes: [UInt64: Int64] = [:]
+                for (_, entry) in state.live.index where finishedPacks.contains(entry.location.pack) {
+                    bytes[entry.location.pack, default: 0] += Int64(entry.location.length)
                 }
-                return live
+                return bytes
             }
             var budget = Self.packBytesToMovePerPass
-            var retiring: [FinishedPack] = []
+            var retiring = finished.filter { liveBytes[$0.pack] == nil }
+            var compacting: [FinishedPack] = []
             for pack in finished {
-                guard let records = live[pack.pack] else {
-                    retiring.append(pack)
-                    continue
-                }
-                let liveBytes = records.reduce(Int64(0)) { $0 + Int64($1.1.length) }
-                guard Double(liveBytes) < Double(pack.size) * Self.packLiveRatioToCompact, liveBytes <= budget,
-                    !shouldStop()
+                guard let live = liveBytes[pack.pack], Double(live) < Double(pack.size) * Self.packLiveRatioToCompact,
+                    live <= budget
                 else { continue }
-                budget -= liveBytes
-                if try move(records) { retiring.append(pack) }
+                budget -= live
+                compacting.append(pack)
+            }
+            for pack in compacting where !shouldStop() {
+                let records = try cache.withState { state in
+                    state.live.index.compactMap { hash, entry in entry.location.pack == pack.pack ? (hash, entry.location) : nil }
+                }
+                try move(records)
+                retiring.append(pack)
                 result.entriesMoved += records.count
             }
             guard !retiring.isEmpty else { return result }
@@ -73,25 +80,30 @@ extension Compactor {
         }
     }
 
-    /// Copies `records` to this process's segment and journals the moves; damaged ones are
-    /// journaled as removed. Returns whether no entry is left at the old places.
-    private func move(_ records: [(KeyHash, BodyLocation)]) throws -> Bool {
-        var moves: [MovedRecord] = []
-        var damaged: [(KeyHash, BodyLocation)] = []
-        for (hash, location) in records {
-            if let copy = try cache.bodies.copy(hash, at: location, durable: cache.isDurable) {
-                moves.append(MovedRecord(hash: hash, from: location, to: copy))
-            } else {
-                damaged.append((hash, location))
+    /// Copies `records` to this process's segment and journals the moves, a batch at a time;
+    /// damaged ones are journaled as removed. Afterwards no entry is left at the old places.
+    private func move(_ records: [(KeyHash, BodyLocation)]) throws {
+        for start in stride(from: 0, to: records.count, by: Self.batchSize) {
+            let batch = records[start..<min(start + Self.batchSize, records.count)]
+            var moves: [MovedRecord] = []
+            var damaged: [(KeyHash, BodyLocation)] = []
+            for (hash, location) in batch {
+                if let copy = try cache.bodies.copy(hash, at: location, durable: cache.isDurable) {
+                    moves.append(MovedRecord(hash: hash, from: location, to: copy))
+                } else {
+                    damaged.append((hash, location))
+                }
             }
-        }
-        return try cache.commit { index -> ([JournalRecord], Bool) in
-            let current = { (hash: KeyHash, location: BodyLocation) in index[hash]?.location == location }
-            var journaled = moves.filter { current($0.hash, $0.from) }.map(JournalRecord.moved)
-            journaled += damaged.filter(current).map { hash, location in
-                JournalRecord.removed(RemovedRecord(hash: hash, location: location, reason: .corrupt, remover: .current))
+            try cache.commit { index -> ([JournalRecord], Void) in
+                // Only entries still at the old place move: a put or removal since wins.
+                let current = { (hash: KeyHash, location: BodyLocation) in index[hash]?.location == location }
+                var journaled = moves.filter { current($0.hash, $0.from) }.map(JournalRecord.moved)
+                journaled += damaged.filter(current).map { hash, location in
+                    JournalRecord.removed(
+                        RemovedRecord(hash: hash, location: location, reason: .corrupt, remover: .current))
+                }
+                return (journaled, ())
             }
-            return (journaled, true)
         }
     }
 }
