@@ -90,6 +90,9 @@ final class Child {
 }
 
 func runStress(_ options: Options) async throws -> Int32 {
+    // Debug builds of the compactor then reclaim pack segments two seconds after their last
+    // write instead of a minute: moves and retirements happen, under the kills, within a run.
+    setenv("SHAREDCACHE_PACK_SETTLE_MS", "2000", 1)
     let root = options.directory ?? NSTemporaryDirectory() + "sharedcache-stress-\(getpid())"
     let cacheDirectory = "\(root)/cache"
     let history = "\(root)/history"

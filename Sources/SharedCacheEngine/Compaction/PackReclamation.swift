@@ -1,3 +1,10 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import SharedCacheFormat
 import SharedCachePlatform
 
@@ -12,9 +19,18 @@ public struct PackReclamation: Sendable, Hashable {
 }
 
 extension Compactor {
-    /// How long after its last write a finished pack segment is left alone: a put writes its
-    /// record a moment before it journals it, and the segment must not go in between.
-    static let packSettleTime: Int64 = 60 * 1000
+    /// How long after its last write a finished pack segment is left alone, in milliseconds: a
+    /// put writes its record a moment before it journals it, and the segment must not go in
+    /// between. Debug builds take `SHAREDCACHE_PACK_SETTLE_MS` (a test seam, like the
+    /// failpoints), so that a stress run sees segments reclaimed within its minutes.
+    static let packSettleTime: Int64 = {
+        #if DEBUG
+        if let text = getenv("SHAREDCACHE_PACK_SETTLE_MS").map({ String(cString: $0) }), let value = Int64(text) {
+            return value
+        }
+        #endif
+        return 60 * 1000
+    }()
     /// A finished segment whose live records fill less than this share of it is compacted:
     /// they are copied to a segment of this process's, and the old one goes whole. Eviction
     /// takes the least recently used entries, which sit together in the oldest segments, so

@@ -108,7 +108,7 @@ package struct JournalLine: Sendable, Codable {
 /// Reads the journal from its oldest segment on, for `sharedcache journal`.
 package final class JournalListing: @unchecked Sendable {
     private let directory: CacheDirectory
-    private let lock = Locked(())
+    private let lock = ThreadLock()
     private var cursor: JournalCursor?
     /// The sequence of the last record listed.
     private var listedThrough: UInt64?
@@ -124,7 +124,7 @@ package final class JournalListing: @unchecked Sendable {
         _ body: (JournalLine) -> Void, gap: (_ from: UInt64, _ to: UInt64) -> Void = { _, _ in }
     ) throws(SharedCacheError) {
         try directory.perform("reading the journal") {
-            try lock.withLock { _ in
+            try lock.withLock {
                 for _ in 0..<3 {
                     if cursor == nil {
                         guard let oldest = try JournalSegment.generations(in: directory).first,

@@ -24,7 +24,7 @@ package final class CacheEngine: Sendable {
     /// This process's appenders take turns here while they wait for, and hold, the journal's
     /// append lock: threads share the segment's descriptor, so flock alone would not keep
     /// them apart, and holding ``state`` instead would stall readers behind another process.
-    private let appenders = Locked(())
+    private let appenders = ThreadLock()
     /// Activity counters shared by every process of the directory; `nil` if `stats` is unusable.
     package let counters: SharedCounters?
     /// Things about the directory a person should know, found when it was opened: a network
@@ -371,7 +371,7 @@ package final class CacheEngine: Sendable {
     {
         let configuration = configuration
         let durable = configuration.durability == .synchronized
-        return try appenders.withLock { _ in
+        return try appenders.withLock {
             var flush: JournalSegment?
             let decision = try LiveIndex.withAppendLock(
                 timeout: configuration.lockTimeout, durable: durable,

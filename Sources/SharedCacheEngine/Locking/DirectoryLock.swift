@@ -15,7 +15,7 @@ package import SharedCachePlatform
 /// mutex first, because flock alone cannot exclude two threads sharing one descriptor.
 package final class DirectoryLock: Sendable {
     private let file: FileDescriptor
-    private let threads = Locked(())
+    private let threads = ThreadLock()
     private let path: String
 
     package init(in directory: CacheDirectory) throws {
@@ -25,7 +25,7 @@ package final class DirectoryLock: Sendable {
 
     /// Runs `body` holding the lock, waiting at most `timeout` for another process to let go.
     package func withExclusiveLock<Result>(timeout: Duration, _ body: () throws -> Result) throws -> Result {
-        try threads.withLock { _ in
+        try threads.withLock {
             try file.withLock(
                 .exclusive, timeout: timeout,
                 orThrow: SharedCacheError(
