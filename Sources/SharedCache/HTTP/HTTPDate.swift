@@ -169,7 +169,10 @@ enum HTTPDate {
         var fields = tm()
         gmtime_r(&seconds, &fields)
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        // year = 4DIGIT (RFC 9110 §5.6.7): the year 994 is "0994", as the parser requires.
+        let year = String(fields.tm_year + 1900)
         return "\(weekdays[Int(fields.tm_wday)]), \(two(fields.tm_mday)) \(months[Int(fields.tm_mon)]) "
-            + "\(fields.tm_year + 1900) \(two(fields.tm_hour)):\(two(fields.tm_min)):\(two(fields.tm_sec)) GMT"
+            + "\(String(repeating: "0", count: max(0, 4 - year.count)))\(year) "
+            + "\(two(fields.tm_hour)):\(two(fields.tm_min)):\(two(fields.tm_sec)) GMT"
     }
 }

@@ -20,6 +20,14 @@ struct HTTPRulesTests {
         #expect(HTTPDate.parse("Sun, 06 Nov 1994 25:49:37 GMT") == nil)
     }
 
+    /// RFC 9110 §5.6.7: year = 4DIGIT. A year before 1000 is written with its leading zero, so
+    /// that what is formatted parses back (the fuzzer found "0994" formatted as "994").
+    @Test func aYearBeforeOneThousandKeepsFourDigits() throws {
+        let date = try #require(HTTPDate.parse("Sun, 06 Nov 0994 08:49:37 GMT"))
+        #expect(HTTPDate.format(date).contains(" 0994 "))
+        #expect(HTTPDate.parse(HTTPDate.format(date)) == date)
+    }
+
     @Test func cacheControlDirectives() {
         // RFC 9111 §5.2.2.4: a qualified no-cache names fields; the response itself stays reusable.
         let response = CacheControl("public, max-age=60, must-revalidate, no-cache=\"Set-Cookie, X\"")
