@@ -130,32 +130,50 @@ package struct PackedBodyStore: BodyStore {
         }
     }
 
+    /// What reading a record whole found.
+    private enum RecordRead {
+        /// Its place and header check out, and it is `hash`'s; `body` is in the caller's buffer.
+        case record(BlobHeader, body: UnsafeRawBufferPointer)
+        case damaged(String)
+    }
+
+    /// Reads the record at `location` into `storage` (`location.length` bytes) with one
+    /// `pread`, and checks its place, its header and that it is `hash`'s; not its body.
+    private static func readRecord(
+        _ file: PackFile, _ hash: KeyHash, at location: BodyLocation, into storage: UnsafeMutableRawBufferPointer
+    ) throws -> RecordRead {
+        let count = try file.file.read(fromAbsoluteOffset: Int64(location.position), into: storage)
+        guard count == Int(location.length) else { return .damaged("the pack segment ends inside the record") }
+        do {
+            let (header, bodyOffset) = try PackRecord.decode(UnsafeRawBufferPointer(storage), at: location)
+            guard header.keyHash == hash else { return .damaged("holds another key") }
+            return .record(header, body: UnsafeRawBufferPointer(rebasing: storage[bodyOffset...]))
+        } catch {
+            return .damaged("record: \(error)")
+        }
+    }
+
     /// Reads the record at `location` with one `pread` and checks it whole: its place, header,
     /// key, size and body checksum.
     fileprivate static func read(
         _ file: PackFile, hash: KeyHash, at location: BodyLocation, key: UnsafeRawBufferPointer, expectedSize: UInt64
     ) throws -> BodyRead {
-        let length = Int(location.length)
-        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(length, 1), alignment: 16)
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(location.length), alignment: 16)
         var handedOff = false
         defer { if !handedOff { storage.deallocate() } }
-        let count = try file.file.read(fromAbsoluteOffset: Int64(location.position), into: storage)
-        guard count == length else { return .damaged("the pack segment ends inside the record") }
-        let bytes = UnsafeRawBufferPointer(storage)
         let header: BlobHeader
-        let bodyOffset: Int
-        do {
-            (header, bodyOffset) = try PackRecord.decode(bytes, at: location)
-        } catch {
-            return .damaged("record: \(error)")
+        let body: UnsafeRawBufferPointer
+        switch try readRecord(file, hash, at: location, into: storage) {
+        case .damaged(let reason): return .damaged(reason)
+        case .record(let found, let foundBody): (header, body) = (found, foundBody)
         }
-        guard header.keyHash == hash, header.key.hasSameBytes(as: key) else { return .damaged("holds another key") }
+        guard header.key.hasSameBytes(as: key) else { return .damaged("holds another key") }
         guard header.bodySize == expectedSize else { return .damaged("body size does not match") }
-        let body = UnsafeRawBufferPointer(rebasing: bytes[bodyOffset...])
         guard CRC32C.checksum(body) == header.bodyChecksum else { return .damaged("body checksum does not match") }
         handedOff = true
+        let bodyOffset = body.baseAddress! - UnsafeRawPointer(storage.baseAddress!)
         let data = Data(
-            bytesNoCopy: storage.baseAddress! + bodyOffset, count: body.count,
+            bytesNoCopy: UnsafeMutableRawPointer(mutating: body.baseAddress!), count: body.count,
             deallocator: .custom { pointer, _ in (pointer - bodyOffset).deallocate() })
         return .found(header, data)
     }
@@ -193,14 +211,11 @@ package struct PackedBodyStore: BodyStore {
     package func readHeader(_ hash: KeyHash, at location: BodyLocation) throws -> BlobHeader? {
         guard location.isPacked else { return try blobs.readHeader(hash, at: location) }
         guard case .opened(let file) = try open(location.pack) else { return nil }
-        var bytes = [UInt8](repeating: 0, count: Int(location.length))
-        let count = try bytes.withUnsafeMutableBytes {
-            try file.file.read(fromAbsoluteOffset: Int64(location.position), into: $0)
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(location.length), alignment: 16)
+        defer { storage.deallocate() }
+        guard case .record(let header, _) = try Self.readRecord(file, hash, at: location, into: storage) else {
+            return nil
         }
-        guard count == bytes.count,
-            let (header, _) = try? bytes.withUnsafeBytes({ try PackRecord.decode($0, at: location) }),
-            header.keyHash == hash
-        else { return nil }
         return header
     }
 
@@ -233,15 +248,11 @@ package struct PackedBodyStore: BodyStore {
 
     package func copy(_ hash: KeyHash, at location: BodyLocation, durable: Bool) throws -> BodyLocation? {
         guard location.isPacked, case .opened(let file) = try open(location.pack) else { return nil }
-        let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(Int(location.length), 1), alignment: 16)
-        defer { bytes.deallocate() }
-        let count = try file.file.read(fromAbsoluteOffset: Int64(location.position), into: bytes)
-        let record = UnsafeRawBufferPointer(rebasing: bytes[..<count])
-        guard count == Int(location.length), let (header, bodyOffset) = try? PackRecord.decode(record, at: location),
-            header.keyHash == hash
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(location.length), alignment: 16)
+        defer { storage.deallocate() }
+        guard case .record(let header, let body) = try Self.readRecord(file, hash, at: location, into: storage),
+            CRC32C.checksum(body) == header.bodyChecksum
         else { return nil }
-        let body = UnsafeRawBufferPointer(rebasing: record[bodyOffset...])
-        guard CRC32C.checksum(body) == header.bodyChecksum else { return nil }
         return try packs.append(header, body: body, durable: durable)
     }
 
