@@ -129,7 +129,14 @@ package final class Compactor: Sendable {
                 let directory = cache.directory
                 for _ in 0..<2 {
                     if reader == nil {
-                        guard let segment = try Self.oldestReadableSegment(in: directory) else { return }
+                        // A damaged segment older than the newest is a retired one a checkpoint
+                        // covers: its removals only speed up unlinking, which the orphan sweep
+                        // does anyway, so it is passed over (`verify --repair` removes it) rather
+                        // than stopping every compaction for good.
+                        guard
+                            let segment = try JournalSegment.oldestThatOpens(
+                                among: JournalSegment.generations(in: directory), in: directory)
+                        else { return }
                         reader = JournalCursor(segment: segment, lastSequence: segment.header.firstSequence - 1)
                     }
                     // The cursor follows the seals through later segments.
@@ -143,24 +150,6 @@ package final class Compactor: Sendable {
         }
         let adopted = ownEvictions.withLock { own in removals.filter { own.remove($0.location) == nil } }
         pendingUnlinks.withLock { $0 += adopted }
-    }
-
-    /// The oldest journal segment that opens. A damaged one older than the newest is a retired
-    /// segment a checkpoint already covers: its removals only speed up unlinking, which the
-    /// orphan sweep does anyway, so it is passed over (and `verify --repair` removes it) rather
-    /// than stopping every compaction for good.
-    private static func oldestReadableSegment(in directory: CacheDirectory) throws -> JournalSegment? {
-        let generations = try JournalSegment.generations(in: directory)
-        for generation in generations {
-            do {
-                if let segment = try JournalSegment.open(generation, in: directory) { return segment }
-            } catch let error as SharedCacheError
-                where generation != generations.last && [.corruptData, .unsafePath].contains(error.code)
-            {
-                continue
-            }
-        }
-        return nil
     }
 
     /// One pass. `shouldStop` is asked between steps; a stop leaves everything journaled so far

@@ -136,16 +136,7 @@ package final class LiveIndex {
             for generation in generations.reversed().dropFirst() where generation == chain[0] - 1 {
                 chain.insert(generation, at: 0)
             }
-            var oldest: JournalSegment?
-            for generation in chain {
-                do {
-                    oldest = try JournalSegment.open(generation, in: directory)
-                } catch let error as SharedCacheError where generation != chain.last {
-                    _ = error  // damaged and not the newest: start after it
-                }
-                if oldest != nil { break }
-            }
-            guard let segment = oldest else {
+            guard let segment = try JournalSegment.oldestThatOpens(among: chain, in: directory) else {
                 throw SharedCacheError(.ioFailure, "the journal segment vanished during a rebuild; try again")
             }
             let live = LiveIndex(

@@ -34,6 +34,24 @@ package final class JournalSegment {
         return name
     }
 
+    /// The oldest of `generations` (oldest first) whose segment opens, passing over damaged
+    /// ones (not a segment, or something else in its place) except the last; `nil` when none
+    /// exists.
+    package static func oldestThatOpens(among generations: [UInt64], in directory: CacheDirectory) throws
+        -> JournalSegment?
+    {
+        for generation in generations {
+            do {
+                if let segment = try open(generation, in: directory) { return segment }
+            } catch let error as SharedCacheError
+                where generation != generations.last && [.corruptData, .unsafePath].contains(error.code)
+            {
+                continue
+            }
+        }
+        return nil
+    }
+
     /// Generations present in `journal/`, oldest first; names that are not generations are ignored.
     package static func generations(in directory: CacheDirectory) throws -> [UInt64] {
         try directory.contents(of: CacheDirectory.journalDirectory)
