@@ -9,8 +9,6 @@ package struct FormatVersion: Equatable, Sendable, CustomStringConvertible {
     /// 2.0: small bodies in pack segments, 20-byte locations. Version 1 directories are upgraded
     /// in place when opened (see `sharedcache(5)`).
     package static let current = FormatVersion(major: 2, minor: 0)
-    /// The oldest version this SharedCache reads (and upgrades).
-    package static let oldestReadable = FormatVersion(major: 1, minor: 0)
     package static let fileName = "format"
 
     package var major: UInt16

@@ -89,12 +89,6 @@ package final class PackSegments: Sendable {
     /// The segment this process appends to, if any: the compactor leaves it alone.
     package var activePack: UInt64? { writer.withLock { $0?.pack } }
 
-    /// Gives up the segment this process appends to (closing the cache, or in tests): it is
-    /// then finished, and the compactor may reclaim it.
-    package func finishActiveSegment() {
-        writer.withLock { $0 = nil }
-    }
-
     // MARK: Reading
 
     /// The segment `pack`, open for reading; `nil` when it no longer exists (retired).
@@ -163,8 +157,7 @@ private final class ActiveSegment: @unchecked Sendable {
             // Locked: read the size again (its writer may have appended until it let go), and
             // make sure the compactor did not delete it meanwhile (it deletes under this lock).
             guard let status = try? file.status(), status.linkCount > 0 else { continue }
-            let end = (UInt64(status.size) + UInt64(PackRecord.alignment - 1)) & ~UInt64(PackRecord.alignment - 1)
-            return ActiveSegment(pack: pack, file: file, end: end)
+            return ActiveSegment(pack: pack, file: file, end: PackRecord.next(after: UInt64(status.size), length: 0))
         }
         return nil
     }

@@ -89,7 +89,7 @@ public struct Configuration: Sendable, Hashable {
 
     /// The pack threshold of a new directory: the crossover `sharedcache-bench` measures,
     /// above which a file per body costs less than copying bodies between segments.
-    public static let defaultPackThreshold = 16 * 1024
+    public static let defaultPackThreshold = ConfigurationFile.defaultPackThreshold
 
     /// This configuration with the shared limits taken from a directory's `config`.
     package func adopting(_ shared: ConfigurationFile) -> Configuration {
