@@ -67,7 +67,7 @@ package protocol BodyStore: Sendable {
     /// Where a body is, for a person: a path relative to the cache directory.
     func describe(_ hash: KeyHash, at location: BodyLocation) -> String
 
-    /// The pack segments nobody appends to any more, last written before `cutoff`
+    /// The finished pack segments (nobody is writing them), last written before `cutoff`
     /// (milliseconds since the epoch), each held locked for the caller: candidates for
     /// retiring whole once no entry refers to them.
     func finishedPacks(modifiedBefore cutoff: Int64) throws -> [FinishedPack]

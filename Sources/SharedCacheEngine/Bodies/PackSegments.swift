@@ -223,8 +223,8 @@ private struct OpenSegments {
     }
 }
 
-/// A pack segment nobody appends to any more, locked by the caller: while this exists no
-/// other process can take it for its own, and the compactor may retire it.
+/// A finished pack segment (nobody was writing it), now locked by the caller: while this
+/// exists no process can take it on, and the compactor may retire it.
 package final class FinishedPack: Sendable {
     package let pack: UInt64
     package let size: Int64
