@@ -70,9 +70,12 @@ extension CacheEngine {
             }
             // Whether reading stops at a damaged record now: the count of stops is this
             // process's history, and a repair earlier in it may have truncated the damage.
+            // The journal itself is read: the shared journal end lets a refresh skip it for a
+            // moment after the last read, and then the damage would go unseen (and unrepaired)
+            // by a verify that runs quickly enough after opening.
             let (entries, stopsAtDamage) = try withState { state in
                 let stopsBefore = state.live.corruptionStops
-                try state.live.refresh()
+                try state.live.refresh(readingTheJournal: true)
                 return (state.live.index, state.live.corruptionStops > stopsBefore)
             }
             if stopsAtDamage {
