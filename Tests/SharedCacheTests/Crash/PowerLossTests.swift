@@ -40,6 +40,27 @@ struct PowerLossTests {
     /// A power loss tore the journal's last record. `verify --repair` truncated it, and then
     /// `verify` in the same process reported the damage again: it counted every time a read
     /// had ever stopped at a damaged record, not whether one still did.
+    /// The same, when the power loss also lost the shared counters (`stats`), so they do not
+    /// announce the torn record: a refresh soon after the last read trusted them and skipped
+    /// the journal, and verify --repair saw no damage and repaired nothing (found by the
+    /// power-loss checker under the thread sanitizer).
+    @Test("verify --repair of a torn journal tail repairs it, though the shared counters were lost too")
+    func verifyRepairsATornTailTheCountersDoNotAnnounce() throws {
+        let directory = try TemporaryDirectory()
+        let writer = try SharedCache(directory: directory("cache"))
+        try writer.put(key: "a", data: Data("a".utf8))
+        try writer.put(key: "b", data: Data("b".utf8))
+        let path = directory("cache/journal/0000000000000001")
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        bytes.replaceSubrange((bytes.count - 20)..., with: Data(count: 20))
+        try bytes.write(to: URL(fileURLWithPath: path))
+        try FileManager.default.removeItem(atPath: directory("cache/stats"))
+        let cache = try SharedCache(directory: directory("cache"))
+        #expect(try cache.get(key: "a")?.data == Data("a".utf8))
+        #expect(try cache.verify(repair: true).problems.map(\.kind) == [.damagedJournal])
+        #expect(try SharedCache(directory: directory("cache")).verify().problems.isEmpty)
+    }
+
     @Test("verify after verify --repair of a torn journal tail is clean, in the same process")
     func verifyAfterRepairingATornTail() throws {
         let directory = try TemporaryDirectory()
