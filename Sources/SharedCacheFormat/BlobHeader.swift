@@ -95,28 +95,64 @@ package struct BlobHeader: Equatable, Sendable {
 
     /// Decodes and checks a header (not the body) from the start of `bytes`.
     package static func decode(_ bytes: UnsafeRawBufferPointer) throws(FormatError) -> BlobHeader {
-        let size = try declaredSize(in: bytes)
-        guard bytes.count >= size else { throw .truncated }
-        var reader = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[..<size]), offset: 12)
-        let bodyChecksum = CRC32C.unmask(try reader.read())
-        let bodySize: UInt64 = try reader.read()
-        let storedAt: Int64 = try reader.read()
-        let expiresAt: Int64 = try reader.read()
-        let keyHash = try reader.readHash()
-        let keySize = Int(try reader.read(UInt32.self))
-        let etagSize = Int(try reader.read(UInt16.self))
-        let lastModifiedSize = Int(try reader.read(UInt16.self))
-        let attributesSize = Int(try reader.read(UInt32.self))
-        guard fixedSize + keySize + etagSize + lastModifiedSize + attributesSize + 4 == size else {
-            throw .invalidField("header field sizes do not add up to the header size")
+        BlobHeader(try Layout(checking: bytes), in: bytes)
+    }
+
+    /// The header `layout` describes, its fields copied out of `bytes`.
+    package init(_ layout: Layout, in bytes: UnsafeRawBufferPointer) {
+        self.init(
+            bodySize: layout.bodySize, bodyChecksum: layout.bodyChecksum, storedAt: layout.storedAt,
+            expiresAt: layout.expiresAt, keyHash: layout.keyHash, key: Array(bytes[layout.key]),
+            etag: Array(bytes[layout.etag]), lastModified: Array(bytes[layout.lastModified]),
+            attributes: Array(bytes[layout.attributes]))
+    }
+
+    /// A header checked where it lies: its fixed fields, and where its variable ones are in the
+    /// bytes it was checked in. A read compares the key in place and copies only what it
+    /// returns, where ``decode(_:)`` would copy every field into an array of its own.
+    package struct Layout {
+        /// Bytes of the whole header, its checksum included.
+        package var size: Int
+        package var bodySize: UInt64
+        package var bodyChecksum: UInt32
+        package var storedAt: Int64
+        package var expiresAt: Int64
+        package var keyHash: KeyHash
+        package var key: Range<Int>
+        package var etag: Range<Int>
+        package var lastModified: Range<Int>
+        package var attributes: Range<Int>
+
+        /// Checks the header at the start of `bytes` (not the body) and finds its fields.
+        package init(checking bytes: UnsafeRawBufferPointer) throws(FormatError) {
+            size = try BlobHeader.declaredSize(in: bytes)
+            guard bytes.count >= size else { throw .truncated }
+            // The size is at least the fixed part's and is all there: every load below is in
+            // bounds, so the fields are read at their offsets without a check each (this runs
+            // on every get).
+            func load<T: FixedWidthInteger>(_ offset: Int, as type: T.Type) -> T {
+                T(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: T.self))
+            }
+            bodyChecksum = CRC32C.unmask(load(12, as: UInt32.self))
+            bodySize = load(16, as: UInt64.self)
+            storedAt = load(24, as: Int64.self)
+            expiresAt = load(32, as: Int64.self)
+            keyHash = KeyHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[40..<72]))
+            let keySize = Int(load(72, as: UInt32.self))
+            let etagSize = Int(load(76, as: UInt16.self))
+            let lastModifiedSize = Int(load(78, as: UInt16.self))
+            let attributesSize = Int(load(80, as: UInt32.self))
+            guard fixedSize + keySize + etagSize + lastModifiedSize + attributesSize + 4 == size else {
+                throw .invalidField("header field sizes do not add up to the header size")
+            }
+            key = fixedSize..<(fixedSize + keySize)
+            etag = key.upperBound..<(key.upperBound + etagSize)
+            lastModified = etag.upperBound..<(etag.upperBound + lastModifiedSize)
+            attributes = lastModified.upperBound..<(lastModified.upperBound + attributesSize)
+            let covered = UnsafeRawBufferPointer(rebasing: bytes[..<(size - 4)])
+            guard CRC32C.unmask(load(size - 4, as: UInt32.self)) == CRC32C.checksum(covered) else {
+                throw .checksumMismatch
+            }
         }
-        let key = Array(try reader.readBytes(keySize))
-        let etag = Array(try reader.readBytes(etagSize))
-        let lastModified = Array(try reader.readBytes(lastModifiedSize))
-        let attributes = Array(try reader.readBytes(attributesSize))
-        try reader.verifyChecksum()
-        return BlobHeader(
-            bodySize: bodySize, bodyChecksum: bodyChecksum, storedAt: storedAt, expiresAt: expiresAt,
-            keyHash: keyHash, key: key, etag: etag, lastModified: lastModified, attributes: attributes)
     }
 }

@@ -17,8 +17,12 @@ package struct ByteWriter {
 
     package var count: Int { bytes.count }
 
+    // Raw bytes are appended as a typed buffer: that is one copy, where a raw buffer goes
+    // through the generic sequence path a byte at a time (journal records and headers are
+    // encoded on every put).
+
     package mutating func append<T: FixedWidthInteger>(_ value: T) {
-        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self)) }
     }
 
     package mutating func append(bytes other: some Sequence<UInt8>) {
@@ -26,14 +30,12 @@ package struct ByteWriter {
     }
 
     package mutating func append(_ hash: KeyHash) {
-        hash.withUnsafeBytes { bytes.append(contentsOf: $0) }
+        hash.withUnsafeBytes { bytes.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self)) }
     }
 
     /// Overwrites a little-endian integer already written at `offset`.
     package mutating func set<T: FixedWidthInteger>(_ value: T, at offset: Int) {
-        withUnsafeBytes(of: value.littleEndian) { raw in
-            for (index, byte) in raw.enumerated() { bytes[offset + index] = byte }
-        }
+        bytes.withUnsafeMutableBytes { $0.storeBytes(of: value.littleEndian, toByteOffset: offset, as: T.self) }
     }
 
     /// Appends the masked CRC32C of every byte from `start` to the current end.
@@ -89,8 +91,15 @@ extension Array where Element == UInt8 {
     /// Whether these bytes are exactly `other`'s (one `memcmp`, where a generic comparison
     /// costs a call per byte).
     package func hasSameBytes(as other: UnsafeRawBufferPointer) -> Bool {
+        withUnsafeBytes { $0.hasSameBytes(as: other) }
+    }
+}
+
+extension UnsafeRawBufferPointer {
+    /// Whether these bytes are exactly `other`'s, with one `memcmp`.
+    package func hasSameBytes(as other: UnsafeRawBufferPointer) -> Bool {
         guard count == other.count else { return false }
         guard count > 0 else { return true }
-        return withUnsafeBytes { memcmp($0.baseAddress!, other.baseAddress!, count) == 0 }
+        return memcmp(baseAddress!, other.baseAddress!, count) == 0
     }
 }

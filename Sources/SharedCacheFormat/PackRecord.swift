@@ -88,17 +88,17 @@ package enum PackRecord {
         }
     }
 
-    /// Checks the record at `location` read whole into `bytes` (`location.length` bytes) and
-    /// decodes its body header; the body follows it. Does not check the body.
+    /// Checks the start of the record at `location`: its prefix and body header, which `bytes`
+    /// begins with (the body may follow, or have been read elsewhere). Does not check the body.
     ///
-    /// - Returns: the header and the body's offset in `bytes`.
+    /// - Returns: where the header's fields are, and its bytes (the body follows them).
     package static func decode(_ bytes: UnsafeRawBufferPointer, at location: BodyLocation) throws(FormatError)
-        -> (header: BlobHeader, bodyOffset: Int)
+        -> (header: BlobHeader.Layout, headerBytes: UnsafeRawBufferPointer)
     {
         var reader = ByteReader(bytes)
         try reader.expectMagic(recordMagic)
         let length: UInt32 = try reader.read()
-        guard length == location.length, Int(length) == bytes.count else { throw .invalidField("record length \(length)") }
+        guard length == location.length else { throw .invalidField("record length \(length)") }
         let stored: UInt32 = try reader.read()
         let rest = UnsafeRawBufferPointer(rebasing: bytes[prefixSize...])
         let headerSize = try BlobHeader.declaredSize(in: rest)
@@ -108,10 +108,11 @@ package enum PackRecord {
             pack: location.pack, position: location.position, length: length,
             headerChecksum: headerChecksum(headerBytes))
         guard stored == expected else { throw .checksumMismatch }
-        let header = try BlobHeader.decode(headerBytes)
-        guard prefixSize + headerSize + Int(header.bodySize) == bytes.count else {
+        let header = try BlobHeader.Layout(checking: headerBytes)
+        let bodySize = Int(length) - prefixSize - headerSize
+        guard bodySize >= 0, header.bodySize == UInt64(bodySize) else {
             throw .invalidField("body size \(header.bodySize)")
         }
-        return (header, prefixSize + headerSize)
+        return (header, headerBytes)
     }
 }

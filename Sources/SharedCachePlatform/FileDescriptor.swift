@@ -65,6 +65,27 @@ package struct FileDescriptor: ~Copyable, Sendable {
         return total
     }
 
+    /// Reads into `first` and then `second` until both are full or the file ends, starting at
+    /// `offset`: one system call for a whole record whose parts belong in different places.
+    ///
+    /// - Returns: The number of bytes read; less than both counts together only at end of file.
+    package func read(
+        fromAbsoluteOffset offset: Int64, into first: UnsafeMutableRawBufferPointer,
+        then second: UnsafeMutableRawBufferPointer
+    ) throws(SystemError) -> Int {
+        let count = try System.read(rawValue, fromAbsoluteOffset: offset, into: first, then: second)
+        guard count > 0, count < first.count + second.count else { return count }
+        // Cut short, by the end of the file or a signal: go on one buffer at a time.
+        guard count < first.count else {
+            let rest = UnsafeMutableRawBufferPointer(rebasing: second[(count - first.count)...])
+            return count + (try read(fromAbsoluteOffset: offset + Int64(count), into: rest))
+        }
+        let rest = UnsafeMutableRawBufferPointer(rebasing: first[count...])
+        let filled = count + (try read(fromAbsoluteOffset: offset + Int64(count), into: rest))
+        guard filled == first.count else { return filled }
+        return filled + (try read(fromAbsoluteOffset: offset + Int64(filled), into: second))
+    }
+
     /// Reads at most `buffer.count` bytes at `offset` with a single `pread`: for a regular file,
     /// fewer only at its end, or if a signal cut the call short (the caller checks which).
     package func readOnce(fromAbsoluteOffset offset: Int64, into buffer: UnsafeMutableRawBufferPointer)

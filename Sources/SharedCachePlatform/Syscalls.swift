@@ -87,6 +87,23 @@ package enum System {
         try retryingInterrupts("pread") { pread(descriptor, buffer.baseAddress, buffer.count, off_t(offset)) }
     }
 
+    /// Reads up to `first.count + second.count` bytes at `offset`, filling `first` before
+    /// `second`. The C function is `preadv`.
+    static func read(
+        _ descriptor: Int32, fromAbsoluteOffset offset: Int64, into first: UnsafeMutableRawBufferPointer,
+        then second: UnsafeMutableRawBufferPointer
+    ) throws(SystemError) -> Int {
+        var vectors = (
+            iovec(iov_base: first.baseAddress, iov_len: first.count),
+            iovec(iov_base: second.baseAddress, iov_len: second.count)
+        )
+        return try retryingInterrupts("preadv") {
+            withUnsafePointer(to: &vectors) { pair in
+                pair.withMemoryRebound(to: iovec.self, capacity: 2) { preadv(descriptor, $0, 2, off_t(offset)) }
+            }
+        }
+    }
+
     /// Reads up to `buffer.count` bytes at the current offset. The C function is `read`.
     static func read(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
         try retryingInterrupts("read") { Glibc_or_Darwin_read(descriptor, buffer.baseAddress, buffer.count) }

@@ -166,11 +166,16 @@ func runInstructions(_ arguments: [String]) throws -> Never {
     let cache = try SharedCache(directory: directory, configuration: Configuration(memoryCostLimit: 0))
     let body = Data(repeating: 0x45, count: 1024)
     let run = UInt64.random(in: 0...UInt64.max)
+    // Keys are made before counting starts, as an application has them: the count is the
+    // operation's, not the string formatting's. Every run makes as many, so they cancel out.
+    let keys =
+        operation == "get"
+        ? (0..<1200).map { keyName($0 % 1000) } : (0..<1200).map { "https://example.com/instructions/\(run)/\($0)" }
     for index in 0..<count {
         if operation == "get" {
-            guard try cache.get(key: keyName(index % 1000)) != nil else { fatalError("entry missing") }
+            guard try cache.get(key: keys[index]) != nil else { fatalError("entry missing") }
         } else {
-            try cache.put(key: "https://example.com/instructions/\(run)/\(index)", data: body)
+            try cache.put(key: keys[index], data: body)
         }
     }
     exit(0)

@@ -54,8 +54,8 @@ final class StoredCandidate: @unchecked Sendable {
         if let held { return held.data }
         guard let pinned else { return nil }
         switch try pinned.read() {
-        case .found(let header, let data):
-            cache.remember(CacheHit(data: data, entry: CacheEntry(header)), for: hash, at: entry.location)
+        case .found(let stored, let data):
+            cache.remember(CacheHit(data: data, entry: stored), for: hash, at: entry.location)
             return data
         case .missing, .damaged:
             try cache.discard(hash, key: Array(key.utf8), at: entry.location)
@@ -196,7 +196,7 @@ extension CacheEngine {
         if let held {
             (metadata, pinned) = (held.entry, nil)
         } else {
-            guard let (blob, header) = try bodies.pin(hash, at: entry.location, key: Array(key.utf8), expectedSize: entry.bodySize)
+            guard let (blob, header) = try bodies.pin(hash, at: entry.location, key: key, expectedSize: entry.bodySize)
             else {
                 pinFailed = true
                 return nil

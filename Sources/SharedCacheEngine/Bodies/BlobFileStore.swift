@@ -132,9 +132,7 @@ package struct BlobFileStore: BodyStore {
 
     // MARK: Reading
 
-    package func read(_ hash: KeyHash, at location: BodyLocation, key: UnsafeRawBufferPointer, expectedSize: UInt64)
-        throws -> BodyRead
-    {
+    package func read(_ hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64) throws -> BodyRead {
         let file: FileDescriptor
         switch try open(hash, location) {
         case .opened(let opened): file = opened
@@ -168,12 +166,12 @@ package struct BlobFileStore: BodyStore {
         }
     }
 
-    package func pin(_ hash: KeyHash, at location: BodyLocation, key: [UInt8], expectedSize: UInt64) throws
+    package func pin(_ hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64) throws
         -> (any PinnedBody, BlobHeader)?
     {
         guard case .opened(let file) = try open(hash, location) else { return nil }
         let pinned = PinnedBlob(store: self, file: file, hash: hash, key: key, expectedSize: expectedSize)
-        guard let header = try readHeader(pinned.file), header.keyHash == hash, header.key == key,
+        guard let header = try readHeader(pinned.file), header.keyHash == hash, header.key.elementsEqual(key.utf8),
             header.bodySize == expectedSize
         else { return nil }
         return (pinned, header)
@@ -181,14 +179,14 @@ package struct BlobFileStore: BodyStore {
 
     /// Reads and checks the whole blob open as `file`.
     fileprivate func read(
-        _ file: borrowing FileDescriptor, hash: KeyHash, key: UnsafeRawBufferPointer, expectedSize: UInt64
+        _ file: borrowing FileDescriptor, hash: KeyHash, key: String, expectedSize: UInt64
     ) throws -> BodyRead {
         // One pread sized from the index (body + this key + room for validators) reads most blobs
         // whole; a read that fills the buffer means there is more, so the file is read again
         // at its real size. Skipping fstat, and the second pread that would only find the end
         // of the file, keeps a get to open + pread + close: a short read of a regular file is
         // its end, unless the header says more is there (a signal cut the read short).
-        var capacity = Int(clamping: expectedSize) + BlobHeader.fixedSize + key.count + 1024
+        var capacity = Int(clamping: expectedSize) + BlobHeader.fixedSize + key.utf8.count + 1024
         var storage = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
         var handedOff = false
         defer { if !handedOff { storage.deallocate() } }
@@ -215,14 +213,14 @@ package struct BlobFileStore: BodyStore {
         }
 
         let bytes = UnsafeRawBufferPointer(rebasing: storage[..<size])
-        let header: BlobHeader
+        let header: BlobHeader.Layout
         do {
-            header = try BlobHeader.decode(bytes)
+            header = try BlobHeader.Layout(checking: bytes)
         } catch {
             return .damaged("header: \(error)")
         }
-        let headerSize = header.encodedSize
-        guard header.keyHash == hash, header.key.hasSameBytes(as: key) else { return .damaged("holds another key") }
+        let headerSize = header.size
+        guard header.keyHash == hash, Self.hasKey(key, at: header.key, in: bytes) else { return .damaged("holds another key") }
         guard header.bodySize == expectedSize, headerSize + Int(header.bodySize) == size else {
             return .damaged("body size does not match")
         }
@@ -233,7 +231,13 @@ package struct BlobFileStore: BodyStore {
         let data = Data(
             bytesNoCopy: storage.baseAddress! + headerSize, count: body.count,
             deallocator: .custom { pointer, _ in (pointer - headerSize).deallocate() })
-        return .found(header, data)
+        return .found(CacheEntry(header, in: bytes, key: key), data)
+    }
+
+    /// Whether the key bytes at `range` of `bytes` are `key`'s.
+    static func hasKey(_ key: String, at range: Range<Int>, in bytes: UnsafeRawBufferPointer) -> Bool {
+        var key = key
+        return key.withUTF8 { UnsafeRawBufferPointer($0).hasSameBytes(as: UnsafeRawBufferPointer(rebasing: bytes[range])) }
     }
 
     /// The size a blob file whose first `count` bytes are in `bytes` says it has (its header's
@@ -343,10 +347,10 @@ final class PinnedBlob: PinnedBody {
     private let store: BlobFileStore
     fileprivate let file: FileDescriptor
     private let hash: KeyHash
-    private let key: [UInt8]
+    private let key: String
     private let expectedSize: UInt64
 
-    fileprivate init(store: BlobFileStore, file: consuming FileDescriptor, hash: KeyHash, key: [UInt8], expectedSize: UInt64) {
+    fileprivate init(store: BlobFileStore, file: consuming FileDescriptor, hash: KeyHash, key: String, expectedSize: UInt64) {
         self.store = store
         self.file = file
         self.hash = hash
@@ -355,6 +359,6 @@ final class PinnedBlob: PinnedBody {
     }
 
     func read() throws -> BodyRead {
-        try key.withUnsafeBytes { key in try store.read(file, hash: hash, key: key, expectedSize: expectedSize) }
+        try store.read(file, hash: hash, key: key, expectedSize: expectedSize)
     }
 }

@@ -20,8 +20,7 @@ package protocol BodyStore: Sendable {
     /// - Parameters:
     ///   - key: the key the caller asked for; a body stored for any other key is damaged.
     ///   - expectedSize: the body size the index recorded.
-    func read(_ hash: KeyHash, at location: BodyLocation, key: UnsafeRawBufferPointer, expectedSize: UInt64) throws
-        -> BodyRead
+    func read(_ hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64) throws -> BodyRead
 
     /// Writes a body streamed from `read`, a chunk at a time, after its header; runs of zeros
     /// stay holes. Returns where it went and the finished header (size and checksum filled
@@ -42,7 +41,7 @@ package protocol BodyStore: Sendable {
     /// Holds a body so that it stays readable whoever removes its entry meanwhile, and checks
     /// its header: what the HTTP client holds while a conditional request is in flight. `nil`
     /// when the body is gone or its header is wrong.
-    func pin(_ hash: KeyHash, at location: BodyLocation, key: [UInt8], expectedSize: UInt64) throws
+    func pin(_ hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64) throws
         -> (any PinnedBody, BlobHeader)?
 
     /// Reads and checks only the header (metadata, listing); `nil` when missing or damaged.
@@ -93,7 +92,8 @@ extension BodyStore {
 
 /// What reading a body found.
 package enum BodyRead {
-    case found(BlobHeader, Data)
+    /// The body, and its entry under the key the caller asked with.
+    case found(CacheEntry, Data)
     /// Not there (its entry was removed a moment ago by another process): a plain miss.
     case missing
     /// There, but failing its checks; the caller journals its removal.

@@ -100,9 +100,7 @@ package struct PackedBodyStore: BodyStore {
 
     // MARK: Reading
 
-    package func read(_ hash: KeyHash, at location: BodyLocation, key: UnsafeRawBufferPointer, expectedSize: UInt64)
-        throws -> BodyRead
-    {
+    package func read(_ hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64) throws -> BodyRead {
         guard location.isPacked else {
             return try blobs.read(hash, at: location, key: key, expectedSize: expectedSize)
         }
@@ -145,37 +143,51 @@ package struct PackedBodyStore: BodyStore {
         let count = try file.file.read(fromAbsoluteOffset: Int64(location.position), into: storage)
         guard count == Int(location.length) else { return .damaged("the pack segment ends inside the record") }
         do {
-            let (header, bodyOffset) = try PackRecord.decode(UnsafeRawBufferPointer(storage), at: location)
+            let (header, headerBytes) = try PackRecord.decode(UnsafeRawBufferPointer(storage), at: location)
             guard header.keyHash == hash else { return .damaged("holds another key") }
-            return .record(header, body: UnsafeRawBufferPointer(rebasing: storage[bodyOffset...]))
+            let body = UnsafeRawBufferPointer(rebasing: storage[(PackRecord.prefixSize + header.size)...])
+            return .record(BlobHeader(header, in: headerBytes), body: body)
         } catch {
             return .damaged("record: \(error)")
         }
     }
 
-    /// Reads the record at `location` with one `pread` and checks it whole: its place, header,
-    /// key, size and body checksum.
+    /// Reads the record at `location` with one `preadv` — the body straight into the memory of
+    /// the `Data` returned, the prefix and header into a buffer on the stack — and checks it
+    /// whole: its place, header, key, size and body checksum.
     fileprivate static func read(
-        _ file: PackFile, hash: KeyHash, at location: BodyLocation, key: UnsafeRawBufferPointer, expectedSize: UInt64
+        _ file: PackFile, hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64
     ) throws -> BodyRead {
-        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(location.length), alignment: 16)
+        let length = Int(location.length)
+        guard expectedSize < UInt64(length) else { return .damaged("body size does not match") }
+        let headLength = length - Int(expectedSize)
+        // malloc'd, as `Data`'s `.free` deallocator expects; at least a byte, so never NULL.
+        guard let memory = malloc(max(1, Int(expectedSize))) else { throw SystemError("malloc", errno: ENOMEM) }
         var handedOff = false
-        defer { if !handedOff { storage.deallocate() } }
-        let header: BlobHeader
-        let body: UnsafeRawBufferPointer
-        switch try readRecord(file, hash, at: location, into: storage) {
-        case .damaged(let reason): return .damaged(reason)
-        case .record(let found, let foundBody): (header, body) = (found, foundBody)
+        defer { if !handedOff { free(memory) } }
+        let body = UnsafeMutableRawBufferPointer(start: memory, count: Int(expectedSize))
+        return try withUnsafeTemporaryAllocation(byteCount: headLength, alignment: 16) { head in
+            let count = try file.file.read(fromAbsoluteOffset: Int64(location.position), into: head, then: body)
+            guard count == length else { return .damaged("the pack segment ends inside the record") }
+            let header: BlobHeader.Layout
+            let headerBytes: UnsafeRawBufferPointer
+            do {
+                (header, headerBytes) = try PackRecord.decode(UnsafeRawBufferPointer(head), at: location)
+            } catch {
+                return .damaged("record: \(error)")
+            }
+            guard header.keyHash == hash, BlobFileStore.hasKey(key, at: header.key, in: headerBytes) else {
+                return .damaged("holds another key")
+            }
+            // The header says where the body starts; the index said how long it is.
+            guard PackRecord.prefixSize + header.size == headLength else { return .damaged("body size does not match") }
+            guard CRC32C.checksum(UnsafeRawBufferPointer(body)) == header.bodyChecksum else {
+                return .damaged("body checksum does not match")
+            }
+            handedOff = true
+            let data = Data(bytesNoCopy: memory, count: body.count, deallocator: .free)
+            return .found(CacheEntry(header, in: headerBytes, key: key), data)
         }
-        guard header.key.hasSameBytes(as: key) else { return .damaged("holds another key") }
-        guard header.bodySize == expectedSize else { return .damaged("body size does not match") }
-        guard CRC32C.checksum(body) == header.bodyChecksum else { return .damaged("body checksum does not match") }
-        handedOff = true
-        let bodyOffset = body.baseAddress! - UnsafeRawPointer(storage.baseAddress!)
-        let data = Data(
-            bytesNoCopy: UnsafeMutableRawPointer(mutating: body.baseAddress!), count: body.count,
-            deallocator: .custom { pointer, _ in (pointer - bodyOffset).deallocate() })
-        return .found(header, data)
     }
 
     package func stream(
@@ -186,26 +198,30 @@ package struct PackedBodyStore: BodyStore {
             return try blobs.stream(hash, at: location, key: key, expectedSize: expectedSize, into: body)
         }
         // A packed body is small: read and check it whole, then hand it on in one piece.
-        let read = try key.withUnsafeBytes { key in
-            try self.read(hash, at: location, key: key, expectedSize: expectedSize)
-        }
-        switch read {
-        case .missing: return .missing
+        guard case .opened(let file) = try open(location.pack) else { return .missing }
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(location.length), alignment: 16)
+        defer { storage.deallocate() }
+        switch try Self.readRecord(file, hash, at: location, into: storage) {
         case .damaged(let reason): return .damaged(reason)
-        case .found(let header, let data):
-            try data.withUnsafeBytes { try body?(.bytes($0), 0) }
+        case .record(let header, let bodyBytes):
+            guard header.key == key, header.bodySize == expectedSize else { return .damaged("holds another key") }
+            guard CRC32C.checksum(bodyBytes) == header.bodyChecksum else { return .damaged("body checksum does not match") }
+            try body?(.bytes(bodyBytes), 0)
             return .intact(header)
         }
     }
 
-    package func pin(_ hash: KeyHash, at location: BodyLocation, key: [UInt8], expectedSize: UInt64) throws
+    package func pin(_ hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64) throws
         -> (any PinnedBody, BlobHeader)?
     {
         guard location.isPacked else { return try blobs.pin(hash, at: location, key: key, expectedSize: expectedSize) }
         guard case .opened(let file) = try open(location.pack) else { return nil }
-        let pinned = PinnedRecord(file: file, hash: hash, location: location, key: key, expectedSize: expectedSize)
-        guard case .found(let header, _) = try pinned.read() else { return nil }
-        return (pinned, header)
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(location.length), alignment: 16)
+        defer { storage.deallocate() }
+        guard case .record(let header, _) = try Self.readRecord(file, hash, at: location, into: storage),
+            header.key.elementsEqual(key.utf8), header.bodySize == expectedSize
+        else { return nil }
+        return (PinnedRecord(file: file, hash: hash, location: location, key: key, expectedSize: expectedSize), header)
     }
 
     package func readHeader(_ hash: KeyHash, at location: BodyLocation) throws -> BlobHeader? {
@@ -271,10 +287,10 @@ final class PinnedRecord: PinnedBody {
     private let file: PackFile
     private let hash: KeyHash
     private let location: BodyLocation
-    private let key: [UInt8]
+    private let key: String
     private let expectedSize: UInt64
 
-    init(file: PackFile, hash: KeyHash, location: BodyLocation, key: [UInt8], expectedSize: UInt64) {
+    init(file: PackFile, hash: KeyHash, location: BodyLocation, key: String, expectedSize: UInt64) {
         self.file = file
         self.hash = hash
         self.location = location
@@ -283,8 +299,6 @@ final class PinnedRecord: PinnedBody {
     }
 
     func read() throws -> BodyRead {
-        try key.withUnsafeBytes { key in
-            try PackedBodyStore.read(file, hash: hash, at: location, key: key, expectedSize: expectedSize)
-        }
+        try PackedBodyStore.read(file, hash: hash, at: location, key: key, expectedSize: expectedSize)
     }
 }

@@ -132,9 +132,8 @@ extension CacheEngine {
         let problem: VerificationReport.Problem.Kind
         let detail: String
         if let header = try bodies.readHeader(hash, at: entry.location) {
-            let result = try header.key.withUnsafeBytes { key in
-                try bodies.read(hash, at: entry.location, key: key, expectedSize: entry.bodySize)
-            }
+            let result = try bodies.read(
+                hash, at: entry.location, key: String(decoding: header.key, as: UTF8.self), expectedSize: entry.bodySize)
             switch result {
             case .found:
                 report.entriesChecked += 1

@@ -15,6 +15,13 @@ package final class CacheEngine: Sendable {
     /// The configuration in effect: shared limits from the directory, the rest as given.
     package var configuration: Configuration { settings.withLock { $0 } }
     private let settings: Locked<Configuration>
+    // What every get reads, fixed when the cache is opened (a reload changes only the shared
+    // limits): plain constants, not a locked copy of the whole configuration.
+    private let clock: WallClock
+    private let recencyInterval: Int64
+    private let keepsBodiesInMemory: Bool
+    private let lockTimeout: Duration
+    package let isDurable: Bool
 
     package let directory: CacheDirectory
     package let directoryLock: DirectoryLock
@@ -102,6 +109,11 @@ package final class CacheEngine: Sendable {
         }
         self.warnings = warnings
         self.settings = Locked(adopted)
+        self.clock = configuration.clock
+        self.recencyInterval = configuration.recencyInterval.milliseconds
+        self.keepsBodiesInMemory = configuration.memoryCostLimit > 0
+        self.isDurable = durable
+        self.lockTimeout = configuration.lockTimeout
         self.directory = directory
         self.directoryLock = lock
         self.bodies = bodies
@@ -117,10 +129,8 @@ package final class CacheEngine: Sendable {
         if format.major < FormatVersion.current.major { try upgradeFormat() }
     }
 
-    package var isDurable: Bool { configuration.durability == .synchronized }
-
     /// Milliseconds since the epoch, by the configured clock.
-    package func now() -> Int64 { configuration.clock.now() }
+    package func now() -> Int64 { clock.now() }
 
     // MARK: - Reading
 
@@ -131,7 +141,6 @@ package final class CacheEngine: Sendable {
     /// a miss. A body that fails its checks is discarded (journaled as `corrupt`): a miss.
     package func get(key: String) throws(SharedCacheError) -> CacheHit? {
         let hash = KeyHash(key: key)
-        var key = key
         // A second look after a vanished body: the process that removed or replaced it journaled
         // that first, so a refreshed index points at the replacement or at nothing.
         for attempt in 0..<2 {
@@ -144,17 +153,14 @@ package final class CacheEngine: Sendable {
                 return held
             }
             let result = try directory.perform("reading an entry") {
-                try key.withUTF8 { keyBytes in
-                    try bodies.read(
-                        hash, at: entry.location, key: UnsafeRawBufferPointer(keyBytes), expectedSize: entry.bodySize)
-                }
+                try bodies.read(hash, at: entry.location, key: key, expectedSize: entry.bodySize)
             }
             switch result {
-            case .found(let header, let data):
+            case .found(let stored, let data):
                 count { $0.hits += 1 }
                 counters?.add(.hits)
                 recordAccessIfDue(hash, entry: entry, now: now)
-                let hit = CacheHit(data: data, entry: CacheEntry(header))
+                let hit = CacheHit(data: data, entry: stored)
                 remember(hit, for: hash, at: entry.location)
                 return hit
             case .missing where attempt == 0:
@@ -173,7 +179,7 @@ package final class CacheEngine: Sendable {
     /// Journals a hit when the entry's last journaled access is older than the recency
     /// interval, so eviction knows what every process reads without a write per hit.
     package func recordAccessIfDue(_ hash: KeyHash, entry: IndexEntry, now: Int64) {
-        let interval = configuration.recencyInterval.milliseconds
+        let interval = recencyInterval
         guard now - entry.lastAccess >= interval else { return }
         // Best effort: a failure here must not turn a hit into an error.
         _ = try? commit { index -> ([JournalRecord], Void) in
@@ -231,7 +237,7 @@ package final class CacheEngine: Sendable {
 
     /// Keeps a copy of a body read or stored in the memory tier.
     package func remember(_ hit: CacheHit, for hash: KeyHash, at location: BodyLocation) {
-        guard configuration.memoryCostLimit > 0 else { return }
+        guard keepsBodiesInMemory else { return }
         _ = try? withState { state in
             state.memory.insert(hit, for: hash, at: location)
         }
@@ -369,16 +375,14 @@ package final class CacheEngine: Sendable {
     package func withAppendLock<Decision>(_ body: (LiveIndex) throws -> (decision: Decision, appended: Bool))
         throws -> Decision
     {
-        let configuration = configuration
-        let durable = configuration.durability == .synchronized
-        return try appenders.withLock {
+        try appenders.withLock {
             var flush: JournalSegment?
             let decision = try LiveIndex.withAppendLock(
-                timeout: configuration.lockTimeout, durable: durable,
+                timeout: lockTimeout, durable: isDurable,
                 access: { step in try withState { state in try step(state.live) } }
             ) { live in
                 let (decision, appended) = try body(live)
-                if appended && durable { flush = live.cursor.segment }
+                if appended && isDurable { flush = live.cursor.segment }
                 return decision
             }
             try flush?.file.synchronizeData()

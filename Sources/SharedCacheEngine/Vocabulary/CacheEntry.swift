@@ -75,6 +75,22 @@ public struct CacheEntry: Sendable, Hashable {
         attributes = header.attributes
     }
 
+    /// The entry a header checked in place describes, stored under `key`: the caller's own
+    /// string for the key bytes the header holds, which the caller checked are the same.
+    package init(_ header: BlobHeader.Layout, in bytes: UnsafeRawBufferPointer, key: String) {
+        func text(_ range: Range<Int>) -> String? {
+            range.isEmpty ? nil : String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]).bindMemory(to: UInt8.self), as: UTF8.self)
+        }
+        self.key = key
+        hash = header.keyHash
+        size = header.bodySize
+        etag = text(header.etag)
+        lastModified = text(header.lastModified)
+        storedAt = Date(millisecondsSince1970: header.storedAt)
+        expiresAt = header.expiresAt == .max ? nil : Date(millisecondsSince1970: header.expiresAt)
+        attributes = header.attributes.isEmpty ? [] : Array(bytes[header.attributes])
+    }
+
     package init(
         key: String, hash: KeyHash, size: UInt64, etag: String?, lastModified: String?, storedAt: Date, expiresAt: Date?
     ) {

@@ -11,7 +11,7 @@ import Testing
 @Suite("Fault injection at the system-call layer", .serialized)
 struct FaultInjectionTests {
     static let calls = [
-        "openat", "write", "writev", "pwrite", "pread", "renameat2", "fdatasync", "fsync", "mkdirat", "unlinkat", "ftruncate", "fstat",
+        "openat", "write", "writev", "pwrite", "pread", "preadv", "renameat2", "fdatasync", "fsync", "mkdirat", "unlinkat", "ftruncate", "fstat",
         "fstatat", "readdir",
     ]
     static let occurrences = 1...6

@@ -61,7 +61,7 @@ struct PackSegmentTests {
             + Array("abc".utf8)
         try record.withUnsafeBytes { bytes in
             let decoded = try PackRecord.decode(bytes, at: BodyLocation(pack: 7, position: 32, length: length))
-            #expect(decoded.header == header)
+            #expect(BlobHeader(decoded.header, in: decoded.headerBytes) == header)
             #expect(throws: FormatError.checksumMismatch) {
                 try PackRecord.decode(bytes, at: BodyLocation(pack: 7, position: 40, length: length))
             }
