@@ -198,7 +198,8 @@ package struct BlobFileStore: BodyStore {
                     size = try file.read(fromAbsoluteOffset: 0, into: storage)
                 }
             } catch {
-                // Not a regular file: a directory (EISDIR), a FIFO or socket (ESPIPE), ...
+                // An I/O error is not damage: it is thrown, and the entry stays for a retry.
+                guard Self.meansNotAFile(error.errno) else { throw error }
                 return .damaged("unreadable as a file: \(error)")
             }
             guard size == capacity else { break }
@@ -232,6 +233,12 @@ package struct BlobFileStore: BodyStore {
             bytesNoCopy: storage.baseAddress! + headerSize, count: body.count,
             deallocator: .custom { pointer, _ in (pointer - headerSize).deallocate() })
         return .found(CacheEntry(header, in: bytes, key: key), data)
+    }
+
+    /// Whether a read failed because a blob's place holds no regular file: a directory
+    /// (EISDIR), a FIFO or socket (ESPIPE), a device (EINVAL, ENXIO).
+    private static func meansNotAFile(_ code: Int32) -> Bool {
+        code == EISDIR || code == ESPIPE || code == EINVAL || code == ENXIO
     }
 
     /// Whether the key bytes at `range` of `bytes` are `key`'s.
