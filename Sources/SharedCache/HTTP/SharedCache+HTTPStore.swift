@@ -252,7 +252,7 @@ extension CacheEngine {
     }
 
     /// Stores a response to a GET if RFC 9111 allows it (``Freshness/isStorable(status:headers:)``)
-    /// and it can ever be reused; a 206 as a part (``storePart(primaryKey:request:response:requestTime:responseTime:heuristicCap:)``).
+    /// and it can ever be reused; a 206 as a part, as `storePart` says.
     ///
     /// Runs under the URL's fetch lock, which is what keeps the variant list consistent.
     /// - Parameter heuristicCap: the cap on a heuristic lifetime; `nil` for none.
@@ -300,7 +300,8 @@ extension CacheEngine {
         if list != existing {
             var marker = EntryMetadata()
             marker.attributes = StoredHTTP.variants(list).encoded()
-            try store(key: primaryKey, data: Data(), metadata: marker, storedAt: Clock.nowMilliseconds(), expiresAt: .max)
+            let now = Clock.nowMilliseconds()
+            try store(key: primaryKey, data: Data(), metadata: marker, storedAt: now, expiresAt: .max)
         }
         return StoredOutcome(lifetime: lifetime, birth: birth)
     }
