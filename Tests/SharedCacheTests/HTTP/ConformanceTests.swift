@@ -272,20 +272,23 @@ struct ConformanceTests {
         #expect(logged(2).count == 2)
     }
 
-    @Test("§3.4, RFC 9110 §15.3.7.3: parts with one strong ETag combine; once whole, a plain GET is a hit")
+    @Test("§3.4, §3.2, RFC 9110 §15.3.7.3: parts of one strong ETag combine, newest fields win; whole, a GET hits")
     func partsWithOneStrongValidatorCombine() async throws {
         let file = Self.representation(1000)
         try origin.write("/fresh/c.bin", file)
-        _ = try await fetch("/fresh/c.bin", [("Range", "bytes=0-399")])
-        _ = try await fetch("/fresh/c.bin", [("Range", "bytes=300-699")])  // overlaps
-        let across = try await fetch("/fresh/c.bin", [("Range", "bytes=100-650")])
+        let marking = MarkingTransport()
+        _ = try await fetch("/fresh/c.bin", [("Range", "bytes=0-399")], transport: marking)
+        _ = try await fetch("/fresh/c.bin", [("Range", "bytes=300-699")], transport: marking)  // overlaps
+        let across = try await fetch("/fresh/c.bin", [("Range", "bytes=100-650")], transport: marking)
         #expect(across.status == 206 && across.source == .fresh && across.data == file[100..<651])
+        #expect(across.headers["X-Asked"] == "bytes=300-699")
         #expect(logged(2).count == 2)
-        let last = try await fetch("/fresh/c.bin", [("Range", "bytes=700-999")])  // adjacent: completes it
+        let last = try await fetch("/fresh/c.bin", [("Range", "bytes=700-999")], transport: marking)  // adjacent
         #expect(last.status == 206 && last.data == file[700..<1000] && last.cacheStatus?.contains("stored") == true)
-        let whole = try await fetch("/fresh/c.bin")
+        let whole = try await fetch("/fresh/c.bin", transport: marking)
         #expect(whole.status == 200 && whole.source == .fresh && whole.data == file)
         #expect(whole.headers["Content-Length"] == "1000" && whole.headers["Content-Range"] == nil)
+        #expect(whole.headers["X-Asked"] == "bytes=700-999")
         #expect(try cache.get(key: SharedCache.cacheKey(for: origin.url("/fresh/c.bin")))?.data == file)
         #expect(logged(3).count == 3)
     }
@@ -458,5 +461,15 @@ struct ConformanceTests {
     static func parameter(_ name: String, in member: String) -> Int? {
         member.split(separator: ";").map { $0.trimmingSpaces() }.first { $0.hasPrefix("\(name)=") }
             .flatMap { Int($0.dropFirst(name.count + 1)) }
+    }
+}
+
+/// Forwards to URLSession, and marks each response with the `Range` its request asked for
+/// (`X-Asked`), so a test can tell which response the stored fields came from.
+struct MarkingTransport: HTTPTransport {
+    func send(_ request: URLRequest) async throws -> TransportResponse {
+        var response = try await URLSessionTransport().send(request)
+        response.headers.append("X-Asked", request.value(forHTTPHeaderField: "Range") ?? "-")
+        return response
     }
 }
