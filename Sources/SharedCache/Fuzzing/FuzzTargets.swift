@@ -77,6 +77,7 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
             return [
                 Array("Sun, 06 Nov 1994 08:49:37 GMT".utf8), Array("Sunday, 06-Nov-94 08:49:37 GMT".utf8),
                 Array("max-age=60, no-cache=\"a, b\", must-revalidate".utf8), Array("W/\"abc\", \"def\"".utf8),
+                Array("bytes 0-4/10\nbytes 7-9/10".utf8), Array("bytes=2-5".utf8),
             ]
         }
     }
@@ -144,6 +145,21 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
             _ = CacheControl(text)
             _ = CacheEngine.varyNames(text)
             _ = HTTPExchange.weakMatch(text, "\"x\"")
+            if let range = PartialContent.ContentRange(text), PartialContent.ContentRange(range.description) != range {
+                return "Content-Range \(text.debugDescription) does not survive formatting"
+            }
+            // Lines as the Content-Range fields of a stored part: what parses formats back the same.
+            let fields = HTTPHeaders(text.split(separator: "\n").map { ("Content-Range", String($0)) })
+            for size in [0, 5, 8] {
+                guard let held = PartialContent.Ranges(fields, bodySize: size) else { continue }
+                let again = HTTPHeaders(held.fields.map { ("Content-Range", $0.description) })
+                if PartialContent.Ranges(again, bodySize: size) != held {
+                    return "stored parts \(text.debugDescription) do not survive formatting"
+                }
+            }
+            if case .slice(let bytes) = ByteRange.answer(text, length: 1000), bytes.isEmpty || bytes.upperBound > 1000 {
+                return "Range \(text.debugDescription) sliced \(bytes) of 1000 bytes"
+            }
             return nil
         }
     }

@@ -13,6 +13,8 @@ struct CacheStatus: Sendable, Equatable, CustomStringConvertible {
         case varyMiss = "vary-miss"
         /// Stored, but unusable (its body could not be pinned).
         case miss
+        /// Parts of the response were stored, but not all the request's `Range` asks for.
+        case partial
         /// The request asked for it: `no-cache`, `max-age`, `min-fresh`, `no-store`, or
         /// ``FetchOptions/forceRefresh``.
         case request

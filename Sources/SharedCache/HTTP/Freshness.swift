@@ -3,20 +3,21 @@ enum Freshness {
     /// Status codes heuristically cacheable by default (RFC 9110 §15.1): only these may be
     /// given a heuristic lifetime, unless the response says `public`.
     static let heuristicStatuses: Set<Int> = [200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501]
-    /// Status codes whose caching rules this cache implements, for `must-understand` (§5.2.2.3).
-    static let understoodStatuses: Set<Int> = heuristicStatuses.subtracting([206]).union([302, 303, 307, 400, 403, 500, 502, 503, 504])
+    /// Status codes whose caching rules this cache implements, for `must-understand` (§5.2.2.3);
+    /// 206 among them, stored as a part (``PartialContent``).
+    static let understoodStatuses: Set<Int> = heuristicStatuses.union([302, 303, 307, 400, 403, 500, 502, 503, 504])
     /// Heuristic freshness is 10 % of the time since Last-Modified (§4.2.2), capped.
     static let heuristicFraction: Int64 = 10
     /// The default cap on a heuristic lifetime: a day.
     static let heuristicCap: Int64 = 24 * 3600 * 1000
 
     /// Whether RFC 9111 §3 lets a private cache store `response` to a GET: a final status (not
-    /// 206 — this cache does not combine partial content — nor 304), no `no-store` (unless
-    /// `must-understand` with an understood status), and one of: `public`, `private`, `max-age`,
-    /// `Expires`, or a heuristically cacheable status. `s-maxage` and the `Authorization` rule
-    /// (§3.5) are for shared caches and play no part.
+    /// 304), no `no-store` (unless `must-understand` with an understood status), and one of:
+    /// `public`, `private`, `max-age`, `Expires`, or a heuristically cacheable status. A 206 is
+    /// stored only as a part, never as a complete response (§3.3, ``PartialContent/Part``).
+    /// `s-maxage` and the `Authorization` rule (§3.5) are for shared caches and play no part.
     static func isStorable(status: Int, headers: HTTPHeaders) -> Bool {
-        guard (200..<600).contains(status), status != 206, status != 304 else { return false }
+        guard (200..<600).contains(status), status != 304 else { return false }
         let directives = CacheControl(headers["Cache-Control"])
         if directives.mustUnderstand {
             guard understoodStatuses.contains(status) else { return false }

@@ -38,29 +38,45 @@ extension HTTPExchange {
         let result = FetchResult(
             data: headOnly ? Data() : body, status: candidate.response.status, headers: headers, url: url, source: source,
             cacheType: cacheType)
-        return sliced(result, validators: candidate.response.headers, status: status)
+        return sliced(result, of: candidate, validators: candidate.response.headers, status: status)
     }
 
-    /// A whole `200` cut to the request's `Range` when it asks for one part (RFC 9110 §14.2,
-    /// §15.3.7): a `206` with `Content-Range`, or a `416` when no byte satisfies it. `If-Range`
-    /// (§13.1.5) must name the stored response by a strong entity tag or its exact
-    /// `Last-Modified`, or the whole response is served.
-    func sliced(_ whole: FetchResult, validators: HTTPHeaders, status: CacheStatus) -> FetchResult {
-        var result = whole
+    /// The stored response cut to the request's `Range` (RFC 9110 §14.2, §15.3.7): from a
+    /// whole `200`, a `206` with `Content-Range` when the request asks for one part, or a `416`
+    /// when no byte satisfies it; the whole response otherwise (no `Range`, several ranges, an
+    /// `If-Range` that does not name it). Stored parts (RFC 9111 §3.3) are only ever chosen
+    /// for a range they hold (``heldPart(of:)``), and serve just that range as a `206`.
+    func sliced(
+        _ stored: FetchResult, of candidate: StoredCandidate, validators: HTTPHeaders, status: CacheStatus
+    ) -> FetchResult {
+        var result = stored
         var status = status
-        switch rangeAnswer(length: whole.data.count, status: whole.status, validators: validators) {
+        let held: PartialContent.Ranges
+        let answer: ByteRange.Answer
+        if let parts = candidate.parts {
+            held = parts
+            // Were the range not held (the lookup makes sure it is), the first range held,
+            // labelled as such by its Content-Range, would still be a true 206.
+            answer = .slice(heldPart(of: candidate) ?? parts.ranges[0])
+        } else {
+            held = PartialContent.Ranges(length: stored.data.count, ranges: [0..<stored.data.count])
+            answer = stored.status == 200 ? rangeAnswer(length: held.length, validators: validators) : .whole
+        }
+        switch answer {
         case .whole:
             break
         case .slice(let bytes):
-            result.data = whole.data.subdata(in: bytes)
+            let start = stored.data.startIndex + (held.offset(of: bytes) ?? 0)
+            result.data = stored.data.subdata(in: start..<start + bytes.count)
             result.status = 206
-            result.headers.set("Content-Range", "bytes \(bytes.lowerBound)-\(bytes.upperBound - 1)/\(whole.data.count)")
+            let range = PartialContent.ContentRange(bytes: bytes, length: held.length)
+            result.headers.set("Content-Range", range.description)
             result.headers.set("Content-Length", "\(bytes.count)")
             status.detail = "range"
         case .unsatisfiable:
             result.data = Data()
             result.status = 416
-            result.headers.set("Content-Range", "bytes */\(whole.data.count)")
+            result.headers.set("Content-Range", "bytes */\(held.length)")
             result.headers.set("Content-Length", "0")
             status.detail = "range"
         }
@@ -68,19 +84,30 @@ extension HTTPExchange {
         return result
     }
 
-    /// What the request's `Range` asks of a stored response of `length` bytes.
-    func rangeAnswer(length: Int, status: Int, validators: HTTPHeaders) -> ByteRange.Answer {
-        guard method == "GET", status == 200, let range = request.value(forHTTPHeaderField: "Range") else {
-            return .whole
-        }
+    /// What the request's `Range` asks of a stored representation of `length` bytes. Only a
+    /// GET's counts, and an `If-Range` (§13.1.5) must name the stored response by a strong
+    /// entity tag or its exact `Last-Modified`, or the whole response is what it asks for.
+    func rangeAnswer(length: Int, validators: HTTPHeaders) -> ByteRange.Answer {
+        guard method == "GET", let range = request.value(forHTTPHeaderField: "Range") else { return .whole }
         if let condition = request.value(forHTTPHeaderField: "If-Range")?.trimmingSpaces() {
             let named =
                 condition.hasPrefix("\"")
-                ? validators["ETag"].map { !$0.hasPrefix("W/") && $0.trimmingSpaces() == condition } ?? false
+                ? PartialContent.strongMatch(condition, validators["ETag"])
                 : validators["Last-Modified"].map { $0.trimmingSpaces() == condition } ?? false
             guard named else { return .whole }
         }
         return ByteRange.answer(range, length: length)
+    }
+
+    /// For stored parts, the bytes of the representation the request's `Range` asks for, when
+    /// one of their ranges holds them all and any `If-Range` names them (RFC 9111 §3.3: parts
+    /// answer only a request for a range wholly within them).
+    func heldPart(of candidate: StoredCandidate) -> Range<Int>? {
+        guard let parts = candidate.parts,
+            case .slice(let bytes) = rangeAnswer(length: parts.length, validators: candidate.response.headers),
+            parts.offset(of: bytes) != nil
+        else { return nil }
+        return bytes
     }
 
     /// `headers` with this cache's `Cache-Status` member appended.

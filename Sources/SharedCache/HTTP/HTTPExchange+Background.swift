@@ -11,9 +11,13 @@ extension HTTPExchange {
     /// Revalidates the URL's stored response in a task of its own, unless another fetch of the
     /// URL is under way in any process (its lock is held) or the version seen has been replaced
     /// by the time the lock is taken. ``SharedCache/waitForBackgroundRevalidations()`` waits for it.
-    func revalidateInBackground(primaryKey: String, seen version: StoredCandidate.Version) {
+    /// A complete response is revalidated by a plain GET; stored parts by the request's `Range`,
+    /// which is what finds them again.
+    func revalidateInBackground(primaryKey: String, seen: StoredCandidate) {
+        let version = seen.version
         var plain = request
-        for name in ["Range", "If-Range", "If-None-Match", "If-Modified-Since", "Cache-Control", "Pragma"] {
+        let ranged = seen.parts == nil ? ["Range", "If-Range"] : []
+        for name in ranged + ["If-None-Match", "If-Modified-Since", "Cache-Control", "Pragma"] {
             plain.setValue(nil, forHTTPHeaderField: name)
         }
         let exchange = HTTPExchange(cache: cache, request: plain, url: url, options: options, transport: transport)

@@ -54,7 +54,7 @@ extension HTTPExchange {
                 let result = FetchResult(
                     data: method == "HEAD" ? Data() : body, status: candidate.response.status, headers: served, url: url,
                     source: .revalidated, cacheType: candidate.held != nil ? .memory : .disk)
-                return sliced(result, validators: revalidation.headers, status: status)
+                return sliced(result, of: candidate, validators: revalidation.headers, status: status)
             }
             cache.count { $0.unconditionalRetries += 1 }
             cache.counters?.add(.unconditionalRetries)

@@ -29,9 +29,16 @@ struct HTTPExchange: Sendable {
     }
 
     /// What is stored for the request, pinned; the accesses it read are journaled off the
-    /// cooperative pool when due (rarely: once per recency interval per entry).
+    /// cooperative pool when due (rarely: once per recency interval per entry). A GET with a
+    /// `Range` that no complete response answers is answered by the URL's stored parts when
+    /// they hold all it asks for (RFC 9111 §3.3).
     func lookUp(_ primaryKey: String) async throws -> CacheEngine.StoredLookup {
-        let lookup = try cache.lookupStored(primaryKey: primaryKey, request: request)
+        var lookup = try cache.lookupStored(primaryKey: primaryKey, request: request)
+        if lookup.candidate == nil, method == "GET", request.value(forHTTPHeaderField: "Range") != nil,
+            let parts = try cache.lookupParts(primaryKey: primaryKey, accessesDue: &lookup.accessesDue)
+        {
+            if heldPart(of: parts) != nil { lookup.candidate = parts } else { lookup.partsMiss = true }
+        }
         let cache = cache
         let interval = cache.configuration.recencyInterval.milliseconds
         let due = lookup.accessesDue.filter { $0.at - $0.entry.lastAccess >= interval }
@@ -106,7 +113,7 @@ struct HTTPExchange: Sendable {
         if let candidate = lookup.candidate, !options.forceRefresh, allowsStaleWhileRevalidate(candidate, directives),
             let body = try await read(candidate)
         {
-            revalidateInBackground(primaryKey: primaryKey, seen: candidate.version)
+            revalidateInBackground(primaryKey: primaryKey, seen: candidate)
             var status = CacheStatus.hit
             status.ttl = candidate.remaining(at: Clock.nowMilliseconds()) / 1000
             status.detail = "stale-while-revalidate"
@@ -182,7 +189,7 @@ struct HTTPExchange: Sendable {
     /// Why a request goes to the network (RFC 9211 §2.2).
     func forwardReason(_ lookup: CacheEngine.StoredLookup, _ directives: CacheControl) -> CacheStatus.Forward {
         guard let candidate = lookup.candidate else {
-            return lookup.varyMiss ? .varyMiss : lookup.pinFailed ? .miss : .uriMiss
+            return lookup.varyMiss ? .varyMiss : lookup.partsMiss ? .partial : lookup.pinFailed ? .miss : .uriMiss
         }
         return candidate.remaining(at: Clock.nowMilliseconds()) > 0 ? .request : .stale
     }

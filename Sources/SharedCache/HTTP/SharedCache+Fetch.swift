@@ -104,7 +104,7 @@ public struct FetchResult: Sendable {
     /// This cache's RFC 9211 `Cache-Status` member, also the last `Cache-Status` field of
     /// ``headers``: `SharedCache; hit; ttl=N`, `SharedCache; fwd=stale; fwd-status=304; ttl=N`,
     /// `SharedCache; fwd=uri-miss; fwd-status=200; stored; ttl=N`, … (`fwd` is `uri-miss`,
-    /// `vary-miss`, `miss`, `stale`, `request` or `method`; `detail` names
+    /// `vary-miss`, `miss`, `partial`, `stale`, `request` or `method`; `detail` names
     /// `stale-while-revalidate`, `stale-if-error`, `offline`, `range` or `lock-timeout`).
     public var cacheStatus: String? {
         headers.reversed().first { $0.name.caseInsensitiveEquals("Cache-Status") && $0.value.hasPrefix("SharedCache") }?

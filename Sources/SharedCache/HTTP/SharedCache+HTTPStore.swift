@@ -21,6 +21,9 @@ final class StoredCandidate: @unchecked Sendable {
     let response: StoredResponse
     let etag: String?
     let lastModified: String?
+    /// For a stored partial response (status 206), the ranges its body holds; `nil` for a
+    /// complete response, and for a 206 whose `Content-Range` fields do not describe its body.
+    let parts: PartialContent.Ranges?
     /// The memory tier's copy of this version, when it held one.
     let held: CacheHit?
     private let pinned: (any PinnedBody)?
@@ -36,6 +39,7 @@ final class StoredCandidate: @unchecked Sendable {
         self.response = response
         etag = metadata.etag
         lastModified = metadata.lastModified
+        parts = response.status == 206 ? PartialContent.Ranges(response.headers, bodySize: Int(entry.bodySize)) : nil
         self.held = held
         self.pinned = pinned
         self.cache = cache
@@ -107,6 +111,9 @@ extension CacheEngine {
         var accessesDue: [(hash: KeyHash, entry: IndexEntry, at: Int64)] = []
         /// Something is stored for the URL, but no variant for this request (RFC 9211 `vary-miss`).
         var varyMiss = false
+        /// Parts are stored for the URL, but not all the request's `Range` asks for (RFC 9211
+        /// `partial`).
+        var partsMiss = false
     }
 
     /// The key ``fetch(_:options:transport:)`` stores a URL's response under (the URL without
@@ -178,13 +185,13 @@ extension CacheEngine {
     }
 
     /// An entry's current version, pinned, with what its attributes say.
-    private struct PinnedVersion {
+    struct PinnedVersion {
         var stored: StoredHTTP?
         var metadata: CacheEntry
         var candidate: (StoredResponse) -> StoredCandidate
     }
 
-    private func pinnedVersion(
+    func pinnedVersion(
         _ key: String, pinFailed: inout Bool, accessesDue: inout [(hash: KeyHash, entry: IndexEntry, at: Int64)]
     ) throws -> PinnedVersion? {
         let hash = KeyHash(key: key)
@@ -212,7 +219,7 @@ extension CacheEngine {
 
     /// How long the store keeps a response: while it is fresh, and for the directory's default
     /// expiry after it was last validated (a stale response is still worth revalidating).
-    private func retention(birth: Int64, lifetime: Int64, now: Int64) -> Int64 {
+    func retention(birth: Int64, lifetime: Int64, now: Int64) -> Int64 {
         let freshUntil = lifetime == .max ? Int64.max : birth.addingReportingOverflow(lifetime).partialValue
         let kept = configuration.defaultExpiry.map { Expiry.after($0).milliseconds(from: now) } ?? .max
         return max(freshUntil, kept)
@@ -245,7 +252,7 @@ extension CacheEngine {
     }
 
     /// Stores a response to a GET if RFC 9111 allows it (``Freshness/isStorable(status:headers:)``)
-    /// and it can ever be reused.
+    /// and it can ever be reused; a 206 as a part, as `storePart` says.
     ///
     /// Runs under the URL's fetch lock, which is what keeps the variant list consistent.
     /// - Parameter heuristicCap: the cap on a heuristic lifetime; `nil` for none.
@@ -255,46 +262,63 @@ extension CacheEngine {
         primaryKey: String, request: URLRequest, response: TransportResponse, requestTime: Int64,
         responseTime: Int64, heuristicCap: Int64?
     ) throws -> StoredOutcome? {
+        if response.status == 206 {
+            return try storePart(
+                primaryKey: primaryKey, request: request, response: response, requestTime: requestTime,
+                responseTime: responseTime, heuristicCap: heuristicCap)
+        }
         guard Freshness.isStorable(status: response.status, headers: response.headers) else { return nil }
-        let directives = CacheControl(response.headers["Cache-Control"])
         let names = Self.varyNames(response.headers["Vary"])
         guard !names.contains("*") else { return nil }
         let lifetime = Freshness.lifetime(
             status: response.status, headers: response.headers, responseTime: responseTime, heuristicCap: heuristicCap)
-        let etag = response.headers["ETag"]
-        let lastModified = response.headers["Last-Modified"]
         // Neither fresh for any time nor revalidatable: storing it could never save a byte.
-        guard lifetime > 0 || etag != nil || lastModified != nil else { return nil }
+        guard lifetime > 0 || response.headers["ETag"] != nil || response.headers["Last-Modified"] != nil else {
+            return nil
+        }
 
         let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: response.headers)
-        let headers = Self.storableFields(response.headers)
         let stored = StoredResponse(
-            status: response.status, headers: headers, lifetime: lifetime,
-            mustRevalidate: directives.mustRevalidate || directives.noCache,
-            varyValues: Self.varyValues(names: names, request: request))
-        var metadata = EntryMetadata(etag: etag, lastModified: lastModified)
-        metadata.attributes = StoredHTTP.response(stored).encoded()
-        let now = Clock.nowMilliseconds()
-        let expiresAt = retention(birth: birth, lifetime: lifetime, now: now)
+            status: response.status, headers: Self.storableFields(response.headers), lifetime: lifetime,
+            mustRevalidate: false, varyValues: Self.varyValues(names: names, request: request))
 
+        // A complete response holds all a stored part could: the parts go (RFC 9111 §4: the
+        // most recent response is the one to use).
+        try removeParts(of: primaryKey)
         let existing = try variantList(primaryKey)
         if names.isEmpty {
             // The URL no longer varies: its variants are unreachable now.
             for key in existing?.keys ?? [] { try remove(KeyHash(key: key), key: Array(key.utf8), reason: .superseded, at: nil) }
-            try store(key: primaryKey, data: response.body, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
+            try storeResponse(key: primaryKey, body: response.body, stored, validators: response.headers, birth: birth)
             return StoredOutcome(lifetime: lifetime, birth: birth)
         }
         let key = Self.variantKey(primaryKey, names: names, request: request)
-        try store(key: key, data: response.body, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
+        try storeResponse(key: key, body: response.body, stored, validators: response.headers, birth: birth)
         var list = existing ?? VariantList(names: names, keys: [])
         list.names = names
         if !list.keys.contains(key) { list.keys.append(key) }
         if list != existing {
             var marker = EntryMetadata()
             marker.attributes = StoredHTTP.variants(list).encoded()
+            let now = Clock.nowMilliseconds()
             try store(key: primaryKey, data: Data(), metadata: marker, storedAt: now, expiresAt: .max)
         }
         return StoredOutcome(lifetime: lifetime, birth: birth)
+    }
+
+    /// Stores `response` and `body` under `key` as a version born at `birth`: the entry's
+    /// validators are those of `validators`, its flag says whether its `Cache-Control` forbids
+    /// reuse without revalidation, and it is kept as ``retention(birth:lifetime:now:)`` says.
+    func storeResponse(key: String, body: Data, _ response: StoredResponse, validators: HTTPHeaders, birth: Int64)
+        throws
+    {
+        var response = response
+        let directives = CacheControl(response.headers["Cache-Control"])
+        response.mustRevalidate = directives.mustRevalidate || directives.noCache
+        var metadata = EntryMetadata(etag: validators["ETag"], lastModified: validators["Last-Modified"])
+        metadata.attributes = StoredHTTP.response(response).encoded()
+        let expiresAt = retention(birth: birth, lifetime: response.lifetime, now: Clock.nowMilliseconds())
+        try store(key: key, data: body, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
     }
 
     /// The variant list stored under a URL's key, if its responses vary.
@@ -317,20 +341,13 @@ extension CacheEngine {
         var changesOnlyFreshness: Bool
     }
 
-    ///
-    /// Every field the update carries replaces the stored ones of its name — validators
-    /// included — but for `Content-Length` (a 304 and a HEAD have no body of their own) and
-    /// the fields a cache never keeps (``storableFields(_:)``).
+    /// What a 304's or a HEAD's fields change about `candidate` (RFC 9111 §4.3.4): its fields
+    /// updated as ``updatedFields(_:by:)`` says, and its freshness counted from them.
     func revalidation(
         of candidate: StoredCandidate, by update: HTTPHeaders, requestTime: Int64, responseTime: Int64,
         heuristicCap: Int64?
     ) -> Revalidation {
-        var merged = candidate.response.headers
-        var seen: Set<String> = ["content-length"]
-        for (name, _) in Self.storableFields(update) where seen.insert(name.lowercased()).inserted {
-            merged.set(name, update[name])
-        }
-        merged = Self.storableFields(merged)
+        let merged = Self.updatedFields(candidate.response.headers, by: update)
         let lifetime = Freshness.lifetime(
             status: candidate.response.status, headers: merged, responseTime: responseTime, heuristicCap: heuristicCap)
         let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: update)
@@ -339,6 +356,20 @@ extension CacheEngine {
             expiresAt: retention(birth: birth, lifetime: lifetime, now: Clock.nowMilliseconds()),
             changesOnlyFreshness: lifetime == candidate.response.lifetime
                 && merged.equals(candidate.response.headers, ignoring: ["date", "age", "expires"]))
+    }
+
+    /// The stored fields updated from a newer response (RFC 9111 §3.2): each field it carries
+    /// replaces the stored ones of its name — validators included — but for `Content-Length`
+    /// (a 304's, a HEAD's or a part's is not the stored body's), `Content-Range` (which this
+    /// cache processes, and which says what a stored part holds) and the fields a cache never
+    /// keeps (``storableFields(_:)``).
+    static func updatedFields(_ stored: HTTPHeaders, by update: HTTPHeaders) -> HTTPHeaders {
+        var merged = stored
+        var seen: Set<String> = ["content-length", "content-range"]
+        for (name, _) in storableFields(update) where seen.insert(name.lowercased()).inserted {
+            merged.set(name, update[name])
+        }
+        return storableFields(merged)
     }
 
     /// Journals a `freshened` record for the candidate, which moves its age and expiry for
@@ -357,17 +388,11 @@ extension CacheEngine {
     /// Stores the revalidated body again as a new version with the merged headers: when the 304
     /// changed more than freshness, or the entry went away while the request was out.
     func storeRevalidated(_ candidate: StoredCandidate, body: Data, _ revalidation: Revalidation) throws {
-        let directives = CacheControl(revalidation.headers["Cache-Control"])
         var response = candidate.response
         response.headers = revalidation.headers
         response.lifetime = revalidation.lifetime
-        response.mustRevalidate = directives.mustRevalidate || directives.noCache
-        var metadata = EntryMetadata(
-            etag: revalidation.headers["ETag"], lastModified: revalidation.headers["Last-Modified"])
-        metadata.attributes = StoredHTTP.response(response).encoded()
-        try store(
-            key: candidate.key, data: body, metadata: metadata, storedAt: revalidation.birth,
-            expiresAt: revalidation.expiresAt)
+        try storeResponse(
+            key: candidate.key, body: body, response, validators: revalidation.headers, birth: revalidation.birth)
     }
 
     /// Removes what is stored for `url` (and each variant of it), journaled as `invalidated`.
@@ -375,11 +400,12 @@ extension CacheEngine {
         try invalidate(primaryKey: Self.cacheKey(for: url))
     }
 
-    /// Removes what is stored under `primaryKey` (and its `Vary` variants).
+    /// Removes what is stored under `primaryKey` (its `Vary` variants and its parts too).
     func invalidate(primaryKey: String) throws {
         for key in try variantList(primaryKey)?.keys ?? [] {
             try remove(KeyHash(key: key), key: Array(key.utf8), reason: .invalidated, at: nil)
         }
+        try removeParts(of: primaryKey, reason: .invalidated)
         try remove(KeyHash(key: primaryKey), key: Array(primaryKey.utf8), reason: .invalidated, at: nil)
     }
 }

@@ -9,7 +9,8 @@
 /// ```
 /// `lifetime` is how long the response stays fresh, in milliseconds, counted from the entry's
 /// stored-at (which a 304 moves); flag 1 is must-revalidate. `vary-values` are the request's
-/// values of the fields the response varies on, which select this variant.
+/// values of the fields the response varies on, which select this variant. A URL's stored
+/// parts are a kind 1 response with status 206 (``PartialContent``).
 enum StoredHTTP: Equatable {
     case response(StoredResponse)
     case variants(VariantList)

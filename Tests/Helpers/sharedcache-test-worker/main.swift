@@ -31,7 +31,8 @@
 //       "source=S status=N bytes=N sha=HASH". With on-go instead of START-AT, it prints "ready"
 //       once the cache is open and fetches when a line arrives on stdin: the handshake to prefer
 //       over a start time. With SHAREDCACHE_TEST_SEND_DELAY_MS, says "sending" on standard error
-//       as it starts holding a request back.
+//       as it starts holding a request back. With SHAREDCACHE_TEST_RANGE, the request asks for
+//       that `Range` (a value such as "bytes=0-99").
 //   sharedcache-test-worker session-fetch DIR URL [START-AT]
 //       one GET through a URLSession made from a configuration the cache was installed in
 //       (`install(in:)`), begun at START-AT; prints "status=N bytes=N" and the Cache-Status.
@@ -343,7 +344,9 @@ do {
         } else if arguments.count > 4, let startAt = Double(arguments[4]) {
             waitUntil(startAt)
         }
-        let result = try await cache.fetch(URLRequest(url: URL(string: arguments[3])!), transport: DelayedTransport())
+        var request = URLRequest(url: URL(string: arguments[3])!)
+        request.setValue(ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_RANGE"], forHTTPHeaderField: "Range")
+        let result = try await cache.fetch(request, transport: DelayedTransport())
         await cache.waitForBackgroundRevalidations()
         print("source=\(result.source) status=\(result.status) bytes=\(result.data.count) sha=\(KeyHash(key: String(decoding: result.data, as: UTF8.self)))")
 

@@ -209,7 +209,7 @@ struct ConformanceTests {
         #expect(asked.source == .offline && asked.data == Data("plain".utf8))
     }
 
-    // MARK: Partial content (RFC 9110 §14)
+    // MARK: Ranges from a stored complete response (RFC 9110 §14)
 
     @Test("§14.2: a Range is answered 206 from a stored whole response; 416 when unsatisfiable")
     func rangesFromAStoredResponse() async throws {
@@ -231,13 +231,145 @@ struct ConformanceTests {
         #expect(origin.requests(atLeast: 1).count == 1)
     }
 
-    @Test("§3.3: a 206 from the origin is passed on, never stored as a whole response")
-    func aPartialResponseIsNotStoredAsWhole() async throws {
-        try origin.write("/plain/part.txt", "0123456789")
-        let part = try await fetch("/plain/part.txt", [("Range", "bytes=0-3")])
+    // MARK: Partial content (RFC 9111 §3.3, §3.4; RFC 9110 §14, §15.3.7)
+
+    /// `count` bytes that differ from those of another `seed`.
+    static func representation(_ count: Int, seed: UInt8 = 0) -> Data {
+        Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &* 7 &+ $0 >> 8) })
+    }
+
+    /// The requests nginx logged so far, once at least `count` are there.
+    func logged(_ count: Int) -> [Origin.LoggedRequest] { origin.requests(atLeast: count) }
+
+    @Test("§3.3: a stored part is never served as a 200; a plain GET goes to the origin")
+    func aPartIsNeverServedAsWhole() async throws {
+        try origin.write("/fresh/part.txt", "0123456789")
+        let part = try await fetch("/fresh/part.txt", [("Range", "bytes=0-3")])
         #expect(part.status == 206 && part.data == Data("0123".utf8))
-        let whole = try await fetch("/plain/part.txt")
+        #expect(part.cacheStatus?.contains("stored") == true)
+        let whole = try await fetch("/fresh/part.txt")
         #expect(whole.status == 200 && whole.data == Data("0123456789".utf8) && whole.source == .downloaded)
+        #expect(logged(2).count == 2)
+    }
+
+    @Test("§3.3: a 206 is stored, and a range within it is answered 206 from the cache without a request")
+    func aStoredPartAnswersARangeWithinIt() async throws {
+        let file = Self.representation(1000)
+        try origin.write("/fresh/p.bin", file)
+        let first = try await fetch("/fresh/p.bin", [("Range", "bytes=100-499")])
+        #expect(first.status == 206 && first.data == file[100..<500] && first.source == .downloaded)
+        #expect(first.cacheStatus?.contains("stored") == true)
+        let inside = try await fetch("/fresh/p.bin", [("Range", "bytes=200-299")])
+        #expect(inside.status == 206 && inside.source == .fresh && inside.data == file[200..<300])
+        #expect(inside.headers["Content-Range"] == "bytes 200-299/1000" && inside.headers["Content-Length"] == "100")
+        #expect(inside.cacheStatus?.hasPrefix("SharedCache; hit; ttl=") == true)
+        let end = try await fetch("/fresh/p.bin", [("Range", "bytes=450-499")])
+        #expect(end.status == 206 && end.source == .fresh && end.data == file[450..<500])
+        #expect(logged(1).count == 1)
+        // RFC 9110 §13.1.5: an If-Range that does not name the stored part asks for the whole.
+        let other = try await fetch("/fresh/p.bin", [("Range", "bytes=200-299"), ("If-Range", "\"other\"")])
+        #expect(other.status == 200 && other.data == file && other.source == .downloaded)
+        #expect(logged(2).count == 2)
+    }
+
+    @Test("§3.4, §3.2, RFC 9110 §15.3.7.3: parts of one strong ETag combine, newest fields win; whole, a GET hits")
+    func partsWithOneStrongValidatorCombine() async throws {
+        let file = Self.representation(1000)
+        try origin.write("/fresh/c.bin", file)
+        let marking = MarkingTransport()
+        _ = try await fetch("/fresh/c.bin", [("Range", "bytes=0-399")], transport: marking)
+        _ = try await fetch("/fresh/c.bin", [("Range", "bytes=300-699")], transport: marking)  // overlaps
+        let across = try await fetch("/fresh/c.bin", [("Range", "bytes=100-650")], transport: marking)
+        #expect(across.status == 206 && across.source == .fresh && across.data == file[100..<651])
+        #expect(across.headers["X-Asked"] == "bytes=300-699")
+        #expect(logged(2).count == 2)
+        let last = try await fetch("/fresh/c.bin", [("Range", "bytes=700-999")], transport: marking)  // adjacent
+        #expect(last.status == 206 && last.data == file[700..<1000] && last.cacheStatus?.contains("stored") == true)
+        let whole = try await fetch("/fresh/c.bin", transport: marking)
+        #expect(whole.status == 200 && whole.source == .fresh && whole.data == file)
+        #expect(whole.headers["Content-Length"] == "1000" && whole.headers["Content-Range"] == nil)
+        #expect(whole.headers["X-Asked"] == "bytes=700-999")
+        #expect(try cache.get(key: SharedCache.cacheKey(for: origin.url("/fresh/c.bin")))?.data == file)
+        #expect(logged(3).count == 3)
+    }
+
+    @Test("§3.4: a part with another strong ETag replaces the stored parts; no answer mixes two versions")
+    func partsOfTwoRepresentationsAreNeverCombined() async throws {
+        let old = Self.representation(1000, seed: 1), new = Self.representation(1000, seed: 2)
+        try origin.write("/fresh/v.bin", old)
+        let first = try await fetch("/fresh/v.bin", [("Range", "bytes=0-499")])
+        try origin.write("/fresh/v.bin", new, modified: Date())
+        let second = try await fetch("/fresh/v.bin", [("Range", "bytes=500-999")])
+        #expect(first.headers["ETag"] != nil && first.headers["ETag"] != second.headers["ETag"])
+        #expect(second.status == 206 && second.data == new[500..<1000])
+        // The old part is gone: its bytes are asked for again, and come from the new version.
+        let again = try await fetch("/fresh/v.bin", [("Range", "bytes=0-499")])
+        #expect(again.source == .downloaded && again.data == new[0..<500])
+        #expect(again.cacheStatus?.contains("fwd=partial") == true)
+        let whole = try await fetch("/fresh/v.bin")
+        #expect(whole.source == .fresh && whole.data == new)
+        #expect(logged(3).count == 3)
+    }
+
+    @Test("§3.3: a 206 with a weak ETag is not stored")
+    func aWeakPartIsNotStored() async throws {
+        try origin.write("/h/weak/w.bin", Self.representation(100))
+        let first = try await fetch("/h/weak/w.bin", [("Range", "bytes=0-9")])
+        #expect(first.status == 206 && first.headers["ETag"] == "W/\"weak\"")
+        #expect(first.cacheStatus?.contains("stored") == false)
+        let second = try await fetch("/h/weak/w.bin", [("Range", "bytes=0-9")])
+        #expect(second.status == 206 && second.source == .downloaded)
+        #expect(logged(2).count == 2)
+    }
+
+    @Test("§3.3, RFC 9110 §14.6: a multipart/byteranges 206 is not stored")
+    func aMultipartAnswerIsNotStored() async throws {
+        try origin.write("/fresh/m.bin", Self.representation(100))
+        let several = try await fetch("/fresh/m.bin", [("Range", "bytes=0-1,4-5")])
+        #expect(several.status == 206 && several.headers["Content-Type"]?.hasPrefix("multipart/byteranges") == true)
+        #expect(several.cacheStatus?.contains("stored") == false)
+        let one = try await fetch("/fresh/m.bin", [("Range", "bytes=0-1")])
+        #expect(one.source == .downloaded && one.cacheStatus?.contains("fwd=uri-miss") == true)
+        #expect(logged(2).count == 2)
+    }
+
+    @Test("§3.3: a range the stored parts do not hold all of goes to the origin; the parts kept apart still combine")
+    func aRangeNotHeldGoesToTheOrigin() async throws {
+        let file = Self.representation(1000)
+        try origin.write("/fresh/n.bin", file)
+        _ = try await fetch("/fresh/n.bin", [("Range", "bytes=0-99")])
+        let apart = try await fetch("/fresh/n.bin", [("Range", "bytes=200-299")])
+        #expect(apart.source == .downloaded && apart.data == file[200..<300])
+        #expect(apart.cacheStatus?.hasPrefix("SharedCache; fwd=partial; fwd-status=206; stored") == true)
+        let straddling = try await fetch("/fresh/n.bin", [("Range", "bytes=50-249")])
+        #expect(straddling.source == .downloaded && straddling.data == file[50..<250])
+        #expect(logged(3).count == 3)
+        let joined = try await fetch("/fresh/n.bin", [("Range", "bytes=0-299")])
+        #expect(joined.source == .fresh && joined.data == file[0..<300])
+        let beyond = try await fetch("/fresh/n.bin", [("Range", "bytes=-100")])
+        #expect(beyond.source == .downloaded && beyond.data == file[900..<1000])
+        #expect(logged(4).count == 4)
+    }
+
+    @Test("§4.3.1, §3.3: a stale part is validated by its strong ETag; the 304 serves the range from it")
+    func aStalePartIsRevalidated() async throws {
+        let file = Self.representation(100)
+        try origin.write("/plain/s.bin", file)
+        let first = try await fetch("/plain/s.bin", [("Range", "bytes=0-49")])
+        let second = try await fetch("/plain/s.bin", [("Range", "bytes=10-19")])
+        #expect(second.status == 206 && second.source == .revalidated && second.data == file[10..<20])
+        #expect(second.headers["Content-Range"] == "bytes 10-19/100")
+        let requests = logged(2)
+        #expect(requests.map(\.status) == [206, 304] && requests.last?.ifNoneMatch == first.headers["ETag"])
+    }
+
+    @Test("§3.3: parts of a representation longer than PartialContent.storableLength are not stored")
+    func partsOfALongRepresentationAreNotStored() async throws {
+        try origin.write("/fresh/long.bin", Data(count: PartialContent.storableLength + 1))
+        let first = try await fetch("/fresh/long.bin", [("Range", "bytes=0-99")])
+        #expect(first.status == 206 && first.data.count == 100 && first.cacheStatus?.contains("stored") == false)
+        #expect(try await fetch("/fresh/long.bin", [("Range", "bytes=0-99")]).source == .downloaded)
+        #expect(logged(2).count == 2)
     }
 
     // MARK: Vary (RFC 9111 §4.1)
@@ -329,5 +461,15 @@ struct ConformanceTests {
     static func parameter(_ name: String, in member: String) -> Int? {
         member.split(separator: ";").map { $0.trimmingSpaces() }.first { $0.hasPrefix("\(name)=") }
             .flatMap { Int($0.dropFirst(name.count + 1)) }
+    }
+}
+
+/// Forwards to URLSession, and marks each response with the `Range` its request asked for
+/// (`X-Asked`), so a test can tell which response the stored fields came from.
+struct MarkingTransport: HTTPTransport {
+    func send(_ request: URLRequest) async throws -> TransportResponse {
+        var response = try await URLSessionTransport().send(request)
+        response.headers.append("X-Asked", request.value(forHTTPHeaderField: "Range") ?? "-")
+        return response
     }
 }

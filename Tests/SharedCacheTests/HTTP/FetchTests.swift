@@ -91,6 +91,35 @@ struct FetchTests {
         #expect(origin.requests.filter { $0.path == "/slow/big.bin" }.count == 1, "\(origin.requests)")
     }
 
+    /// RFC 9111 §3.4 across processes: four processes that fetch the four quarters of one file
+    /// at once each store their part under the URL's fetch lock, one after another, so that each
+    /// reads the parts the others stored and combines its own with them: the whole file is then
+    /// one complete response, a hit. (Were two to combine at once, one's part would be lost.)
+    @Test func fourProcessesFetchingTheQuartersOfAFileCombineThemIntoTheWhole() async throws {
+        let file = ConformanceTests.representation(1000)
+        try origin.write("/fresh/quarters.bin", file)
+        let cache = try cache()
+        let workers = try (0..<4).map { quarter in
+            try Worker.start(
+                ["fetch", directory("cache"), origin.url("/fresh/quarters.bin").absoluteString, "on-go"],
+                environment: [
+                    "SHAREDCACHE_TEST_RANGE": "bytes=\(quarter * 250)-\(quarter * 250 + 249)",
+                    "SHAREDCACHE_TEST_SEND_DELAY_MS": "50",
+                ], input: .pipe)
+        }
+        for worker in workers { #expect(worker.nextLine(within: .seconds(30)) == "ready") }
+        for worker in workers { worker.send("go") }
+        for worker in workers {
+            let text = worker.nextLine(within: .seconds(60)) ?? ""
+            let problems = worker.errors?.remainingText() ?? ""
+            #expect(worker.wait() == .exited(0), "\(problems)")
+            #expect(text.hasPrefix("source=downloaded status=206 bytes=250"), "\(text)")
+        }
+        let whole = try await cache.fetch(request("/fresh/quarters.bin"))
+        #expect(whole.source == .fresh && whole.status == 200 && whole.data == file)
+        #expect(origin.requests(atLeast: 4).map(\.status) == [206, 206, 206, 206])
+    }
+
     @Test func maxAgeServesWithoutARequestAndNoStoreStoresNothing() async throws {
         try origin.write("/fresh/f.txt", "fresh for an hour")
         try origin.write("/nostore/n.txt", "never stored")

@@ -149,7 +149,8 @@ struct HTTPRulesTests {
         #expect(storable(500, ["Cache-Control": "max-age=60"]) && storable(503, ["Expires": "0"]))
         #expect(storable(418, ["Cache-Control": "public"]) && storable(599, ["Cache-Control": "private"]))
         #expect(!storable(500, [:]) && storable(404, [:]) && storable(200, [:]) && storable(414, [:]))
-        #expect(!storable(206, ["Cache-Control": "max-age=60"]) && !storable(304, ["Cache-Control": "max-age=60"]))
+        // A 206 is storable (as a part, §3.3); a 304 never is.
+        #expect(storable(206, ["Cache-Control": "max-age=60"]) && !storable(304, ["Cache-Control": "max-age=60"]))
         #expect(!storable(200, ["Cache-Control": "no-store, max-age=60"]))
         #expect(!storable(500, ["Cache-Control": "s-maxage=60"]))  // s-maxage is for shared caches
         // §5.2.2.3: must-understand stores an understood status despite no-store, never another.
@@ -209,6 +210,68 @@ struct HTTPRulesTests {
         #expect(ByteRange.answer("bytes=0-1,3-4", length: 10) == .whole)
         #expect(ByteRange.answer("items=0-1", length: 10) == .whole && ByteRange.answer(nil, length: 10) == .whole)
         #expect(ByteRange.answer("bytes=a-b", length: 10) == .whole)
+    }
+
+    @Test("RFC 9110 §14.4: Content-Range of one part with a known complete length")
+    func contentRanges() {
+        typealias ContentRange = PartialContent.ContentRange
+        #expect(ContentRange("bytes 0-4/10") == ContentRange(bytes: 0..<5, length: 10))
+        #expect(ContentRange(" BYTES 9-9/10 ")?.description == "bytes 9-9/10")
+        for invalid in [
+            "bytes 0-4/*", "bytes */10", "bytes 5-4/10", "bytes 0-10/10", "items 0-4/10", "bytes 0-4", "bytes -1-4/10",
+            "bytes 0-4/1x", "bytes=0-4/10", "bytes 0-99999999999999999999/99999999999999999999", "",
+        ] {
+            #expect(ContentRange(invalid) == nil, "\(invalid)")
+        }
+    }
+
+    @Test("RFC 9111 §3.3, RFC 9110 §15.3.7.3: the ranges a stored part holds, and the union of parts")
+    func storedParts() throws {
+        typealias Ranges = PartialContent.Ranges
+        let headers: HTTPHeaders = ["ETag": "\"a\"", "Content-Range": "bytes 0-1/10", "Content-Range": "bytes 5-6/10"]
+        let held = try #require(Ranges(headers, bodySize: 4))
+        #expect(held.ranges == [0..<2, 5..<7] && !held.isComplete)
+        #expect(held.offset(of: 5..<7) == 2 && held.offset(of: 6..<7) == 3 && held.offset(of: 1..<6) == nil)
+        #expect(Ranges(headers, bodySize: 5) == nil)  // the body is not what the fields say
+        #expect(Ranges(["Content-Range": "bytes 5-6/10", "Content-Range": "bytes 0-1/10"], bodySize: 4) == nil)
+        #expect(Ranges(["Content-Range": "bytes 0-1/10", "Content-Range": "bytes 2-3/11"], bodySize: 4) == nil)
+        #expect(Ranges(["ETag": "\"a\""], bodySize: 0) == nil)
+
+        let whole = Data("0123456789".utf8)
+        let body = Data("0156".utf8)
+        let (apart, apartBody) = held.adding(8..<10, whole[8..<10], to: body)
+        #expect(apart.ranges == [0..<2, 5..<7, 8..<10] && apartBody == Data("015689".utf8))
+        let (joined, joinedBody) = held.adding(1..<6, whole[1..<6], to: body)  // overlaps both
+        #expect(joined.ranges == [0..<7] && joinedBody == whole[0..<7])
+        let (adjacent, adjacentBody) = joined.adding(7..<10, whole[7..<10], to: joinedBody)
+        #expect(adjacent.isComplete && adjacentBody == whole && adjacent.fields.map(\.description) == ["bytes 0-9/10"])
+        let (inside, insideBody) = joined.adding(2..<4, whole[2..<4], to: joinedBody)
+        #expect(inside == joined && insideBody == joinedBody)
+    }
+
+    @Test("RFC 9111 §3.3: which 206 responses are stored as parts")
+    func storableParts() {
+        var request = URLRequest(url: URL(string: "http://example.com/x")!)
+        request.setValue("bytes=2-5", forHTTPHeaderField: "Range")
+        func part(_ headers: HTTPHeaders, body: String = "2345", status: Int = 206, range: String? = nil) -> Bool {
+            var request = request
+            if let range { request.setValue(range, forHTTPHeaderField: "Range") }
+            return PartialContent.Part(
+                TransportResponse(status: status, headers: headers, body: Data(body.utf8)), request: request) != nil
+        }
+        let fields: HTTPHeaders = ["ETag": "\"v\"", "Content-Range": "bytes 2-5/10", "Cache-Control": "max-age=60"]
+        #expect(part(fields))
+        #expect(!part(fields, status: 200) && !part(fields, range: "bytes=2-5,7-8") && !part(fields, body: "234"))
+        func with(_ name: String, _ value: String?) -> HTTPHeaders {
+            var headers = fields
+            headers.set(name, value)
+            return headers
+        }
+        #expect(!part(with("ETag", "W/\"v\"")) && !part(with("ETag", nil)) && !part(with("ETag", "v")))
+        #expect(!part(with("Content-Range", "bytes 2-5/*")) && !part(with("Content-Range", nil)))
+        #expect(!part(with("Cache-Control", "no-store")) && !part(with("Vary", "Accept")))
+        #expect(!part(with("Content-Range", "bytes 2-5/\(PartialContent.storableLength + 1)")))
+        #expect(PartialContent.strongMatch("\"v\"", " \"v\"") && !PartialContent.strongMatch("W/\"v\"", "W/\"v\""))
     }
 
     @Test("RFC 9211: Cache-Status members")

@@ -105,6 +105,7 @@ final class Origin {
             add_header Cache-Control 'max-age=0, must-revalidate, stale-if-error=3600';
         }
         location /h/immutable/ { add_header Cache-Control 'max-age=3600, immutable'; }
+        location /h/weak/ { etag off; add_header ETag 'W/"weak"'; expires 1h; }
         location /h/head/ {
             add_header Cache-Control max-age=0;
             if ($request_method = HEAD) { add_header Cache-Control max-age=3600; add_header X-From-Head yes; }
@@ -130,7 +131,7 @@ final class Origin {
     static let ruleFolders = [
         "gmt", "utc", "nocomma", "dashes", "onedigit", "spaces", "rfc850past", "rfc850future", "asctime", "agelist",
         "ageinvalid", "hop", "nocachefield", "private", "privatefield", "smaxage", "coding", "swr", "sie",
-        "mustrevalidate", "immutable", "head",
+        "mustrevalidate", "immutable", "head", "weak",
     ].map { "h/\($0)" }
 
     func url(_ path: String) -> URL { URL(string: server.url + path)! }
