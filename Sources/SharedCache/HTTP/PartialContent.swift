@@ -134,20 +134,20 @@ enum PartialContent {
     }
 
     /// A 206 this cache may store (RFC 9111 §3.3): the answer to a GET for a single range,
-    /// otherwise storable (``Freshness/isStorable(status:headers:)``, no `Vary`), with a strong
-    /// entity tag (the validator parts are combined and revalidated by, §3.4) and one
+    /// otherwise storable (``Freshness/isStorable(status:headers:)``, no `Vary`), with one
     /// `Content-Range` with a known complete length, at most ``storableLength``, whose bytes the
     /// body holds exactly. Anything else — a multipart/byteranges answer to several ranges, a
-    /// weak or missing entity tag, a truncated body — is passed on and not stored.
+    /// truncated body — is passed on and not stored. Storing needs no validator; combining
+    /// does (§3.4): only a part with a strong entity tag is ever combined with another.
     struct Part {
         var range: ContentRange
-        var etag: String
+        /// The part's entity tag, if it has one (weak or strong).
+        var etag: String?
 
         init?(_ response: TransportResponse, request: URLRequest) {
             guard response.status == 206, (request.httpMethod ?? "GET").uppercased() == "GET",
                 let asked = request.value(forHTTPHeaderField: "Range"), !asked.contains(","),
                 !(response.headers["Content-Type"] ?? "").lowercased().hasPrefix("multipart/"),
-                let etag = response.headers["ETag"]?.trimmingSpaces(), PartialContent.isStrong(etag),
                 response.headers.filter({ $0.name.caseInsensitiveEquals("Content-Range") }).count == 1,
                 let range = response.headers["Content-Range"].flatMap(ContentRange.init),
                 range.length <= storableLength, range.bytes.count == response.body.count,
@@ -155,7 +155,7 @@ enum PartialContent {
                 Freshness.isStorable(status: 206, headers: response.headers)
             else { return nil }
             self.range = range
-            self.etag = etag
+            self.etag = response.headers["ETag"]?.trimmingSpaces()
         }
     }
 

@@ -106,6 +106,7 @@ final class Origin {
         }
         location /h/immutable/ { add_header Cache-Control 'max-age=3600, immutable'; }
         location /h/weak/ { etag off; add_header ETag 'W/"weak"'; expires 1h; }
+        location /h/noetag/ { etag off; expires 1h; }
         location /h/head/ {
             add_header Cache-Control max-age=0;
             if ($request_method = HEAD) { add_header Cache-Control max-age=3600; add_header X-From-Head yes; }
@@ -131,7 +132,7 @@ final class Origin {
     static let ruleFolders = [
         "gmt", "utc", "nocomma", "dashes", "onedigit", "spaces", "rfc850past", "rfc850future", "asctime", "agelist",
         "ageinvalid", "hop", "nocachefield", "private", "privatefield", "smaxage", "coding", "swr", "sie",
-        "mustrevalidate", "immutable", "head", "weak",
+        "mustrevalidate", "immutable", "head", "weak", "noetag",
     ].map { "h/\($0)" }
 
     func url(_ path: String) -> URL { URL(string: server.url + path)! }
