@@ -97,9 +97,11 @@ func runStress(_ options: Options) async throws -> Int32 {
     let cacheDirectory = "\(root)/cache"
     let history = "\(root)/history"
     try FileManager.default.createDirectory(atPath: history, withIntermediateDirectories: true)
-    // Small limits, so the compactor evicts for size and for expiry all along.
+    // Small limits, so the compactor evicts for size and for expiry all along; a small pack
+    // threshold, so a third of the bodies (40 KB) are blob files and the rest packed records.
     let cache = try SharedCache(
-        directory: cacheDirectory, configuration: Configuration(sizeLimit: 256 << 10, defaultExpiry: .seconds(3)))
+        directory: cacheDirectory,
+        configuration: Configuration(sizeLimit: 256 << 10, defaultExpiry: .seconds(3), packThreshold: 16 << 10))
 
     let origin = try LoopbackOrigin(root: "\(root)/origin") { www in
         try FileManager.default.createDirectory(atPath: "\(www)/f", withIntermediateDirectories: true)

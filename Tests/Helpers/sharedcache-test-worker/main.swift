@@ -131,7 +131,7 @@ do {
             switch Int.random(in: 0..<10, using: &random) {
             case 0..<4:
                 let size =
-                    [40, 700, 3000, 70_000].randomElement(using: &random)! + Int.random(in: 0..<100, using: &random)
+                    [40, 700, 3000, 200_000].randomElement(using: &random)! + Int.random(in: 0..<100, using: &random)
                 try cache.put(key: key, data: body(key: key, writer: worker, version: version, size: size))
                 puts += 1
             case 4..<9:
@@ -318,7 +318,7 @@ do {
         for index in 0..<4 {
             let key = keyName(index)
             // Key 1, removed below, is past the pack threshold: its removal unlinks a blob file.
-            let size = index == 1 ? 40_000 : 2000
+            let size = index == 1 ? 200_000 : 2000
             line("put \(key) " + outcome { try cache.put(key: key, data: body(key: key, writer: 9, version: index, size: size)); return "ok" })
         }
         for index in 0..<4 {
@@ -328,7 +328,7 @@ do {
         line("remove \(keyName(1)) " + outcome { try cache.remove(key: keyName(1)) ? "ok" : "miss" })
         line("checkpoint - " + outcome { try cache.checkpoint(); return "ok" })
         // Past the pack threshold: a blob file (the other small puts pack records).
-        line("put \(keyName(4)) " + outcome { try cache.put(key: keyName(4), data: body(key: keyName(4), writer: 9, version: 4, size: 40_000)); return "ok" })
+        line("put \(keyName(4)) " + outcome { try cache.put(key: keyName(4), data: body(key: keyName(4), writer: 9, version: 4, size: 200_000)); return "ok" })
         #if DEBUG
         line("failpoint - \(Failpoint.hasFired ? "fired" : "idle")")
         #endif
