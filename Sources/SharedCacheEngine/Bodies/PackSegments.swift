@@ -197,10 +197,11 @@ private struct OpenSegments {
     private var clock: UInt64 = 0
 
     mutating func file(_ pack: UInt64) -> PackFile? {
-        guard let found = files[pack]?.file else { return nil }
+        // One hash lookup on every get: the found slot is marked used in place.
+        guard let index = files.index(forKey: pack) else { return nil }
         clock += 1
-        files[pack]!.lastUse = clock
-        return found
+        files.values[index].lastUse = clock
+        return files.values[index].file
     }
 
     /// Keeps `file`, unless another thread opened the same segment first (then that one).
