@@ -148,11 +148,15 @@ func runStress(_ options: Options) async throws -> Int32 {
         let pause = options.seconds / Double(options.crashRounds + 1)
         for round in 0..<options.crashRounds {
             try await Task.sleep(for: .seconds(pause))
-            let live = children.filter { !$0.killed && $0.process.isRunning }
             // Always keep one subscriber from the start alive to check against.
-            let kind = options.victims.randomElement()!
-            let candidates = live.filter { $0.kind == kind && !($0.kind == .subscriber && $0.id == fullRunSubscribers[0]) }
-            guard let victim = candidates.randomElement() else { continue }
+            let killable = children.filter {
+                !$0.killed && $0.process.isRunning && !($0.kind == .subscriber && $0.id == fullRunSubscribers[0])
+            }
+            // A kind first, among those with one alive: on a slow machine the last rounds come
+            // after the clients' end, and they still kill something rather than nothing.
+            let kinds = options.victims.filter { kind in killable.contains { $0.kind == kind } }
+            guard let kind = kinds.randomElement(), let victim = killable.filter({ $0.kind == kind }).randomElement()
+            else { continue }
             victim.kill()
             crashes.append("\(round):\(kind.rawValue)-\(victim.id)")
             switch kind {
