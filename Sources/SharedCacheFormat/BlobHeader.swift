@@ -154,5 +154,12 @@ package struct BlobHeader: Equatable, Sendable {
                 throw .checksumMismatch
             }
         }
+
+        /// Whether the header, checked in `bytes`, holds `key`: its bytes compared in place.
+        package func holds(key: String, in bytes: UnsafeRawBufferPointer) -> Bool {
+            var key = key
+            let stored = UnsafeRawBufferPointer(rebasing: bytes[self.key])
+            return key.withUTF8 { UnsafeRawBufferPointer($0).hasSameBytes(as: stored) }
+        }
     }
 }

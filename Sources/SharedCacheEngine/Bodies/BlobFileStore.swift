@@ -132,7 +132,9 @@ package struct BlobFileStore: BodyStore {
 
     // MARK: Reading
 
-    package func read(_ hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64) throws -> BodyRead {
+    package func read(_ hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64)
+        throws -> BodyRead
+    {
         let file: FileDescriptor
         switch try open(hash, location) {
         case .opened(let opened): file = opened
@@ -221,7 +223,7 @@ package struct BlobFileStore: BodyStore {
             return .damaged("header: \(error)")
         }
         let headerSize = header.size
-        guard header.keyHash == hash, Self.hasKey(key, at: header.key, in: bytes) else { return .damaged("holds another key") }
+        guard header.keyHash == hash, header.holds(key: key, in: bytes) else { return .damaged("holds another key") }
         guard header.bodySize == expectedSize, headerSize + Int(header.bodySize) == size else {
             return .damaged("body size does not match")
         }
@@ -239,12 +241,6 @@ package struct BlobFileStore: BodyStore {
     /// (EISDIR), a FIFO or socket (ESPIPE), a device (EINVAL, ENXIO).
     private static func meansNotAFile(_ code: Int32) -> Bool {
         code == EISDIR || code == ESPIPE || code == EINVAL || code == ENXIO
-    }
-
-    /// Whether the key bytes at `range` of `bytes` are `key`'s.
-    static func hasKey(_ key: String, at range: Range<Int>, in bytes: UnsafeRawBufferPointer) -> Bool {
-        var key = key
-        return key.withUTF8 { UnsafeRawBufferPointer($0).hasSameBytes(as: UnsafeRawBufferPointer(rebasing: bytes[range])) }
     }
 
     /// The size a blob file whose first `count` bytes are in `bytes` says it has (its header's

@@ -100,7 +100,9 @@ package struct PackedBodyStore: BodyStore {
 
     // MARK: Reading
 
-    package func read(_ hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64) throws -> BodyRead {
+    package func read(_ hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64)
+        throws -> BodyRead
+    {
         guard location.isPacked else {
             return try blobs.read(hash, at: location, key: key, expectedSize: expectedSize)
         }
@@ -130,13 +132,28 @@ package struct PackedBodyStore: BodyStore {
 
     /// What reading a record whole found.
     private enum RecordRead {
-        /// Its place and header check out, and it is `hash`'s; `body` is in the caller's buffer.
+        /// Its place and header check out, and it is `hash`'s; `body` lives while the caller's
+        /// closure runs.
         case record(BlobHeader, body: UnsafeRawBufferPointer)
         case damaged(String)
+
+        /// The header, when the record checked out.
+        var header: BlobHeader? {
+            guard case .record(let header, _) = self else { return nil }
+            return header
+        }
     }
 
-    /// Reads the record at `location` into `storage` (`location.length` bytes) with one
-    /// `pread`, and checks its place, its header and that it is `hash`'s; not its body.
+    /// Reads the record at `location` whole with one `pread`, checks its place, its header and
+    /// that it is `hash`'s (not its body), and hands what it found to `body`.
+    private static func withRecord<Result>(
+        _ file: PackFile, _ hash: KeyHash, at location: BodyLocation, _ body: (RecordRead) throws -> Result
+    ) throws -> Result {
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(location.length), alignment: 16)
+        defer { storage.deallocate() }
+        return try body(readRecord(file, hash, at: location, into: storage))
+    }
+
     private static func readRecord(
         _ file: PackFile, _ hash: KeyHash, at location: BodyLocation, into storage: UnsafeMutableRawBufferPointer
     ) throws -> RecordRead {
@@ -176,7 +193,7 @@ package struct PackedBodyStore: BodyStore {
             } catch {
                 return .damaged("record: \(error)")
             }
-            guard header.keyHash == hash, BlobFileStore.hasKey(key, at: header.key, in: headerBytes) else {
+            guard header.keyHash == hash, header.holds(key: key, in: headerBytes) else {
                 return .damaged("holds another key")
             }
             // The header says where the body starts; the index said how long it is.
@@ -199,15 +216,18 @@ package struct PackedBodyStore: BodyStore {
         }
         // A packed body is small: read and check it whole, then hand it on in one piece.
         guard case .opened(let file) = try open(location.pack) else { return .missing }
-        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(location.length), alignment: 16)
-        defer { storage.deallocate() }
-        switch try Self.readRecord(file, hash, at: location, into: storage) {
-        case .damaged(let reason): return .damaged(reason)
-        case .record(let header, let bodyBytes):
-            guard header.key == key, header.bodySize == expectedSize else { return .damaged("holds another key") }
-            guard CRC32C.checksum(bodyBytes) == header.bodyChecksum else { return .damaged("body checksum does not match") }
-            try body?(.bytes(bodyBytes), 0)
-            return .intact(header)
+        return try Self.withRecord(file, hash, at: location) { found in
+            switch found {
+            case .damaged(let reason): return .damaged(reason)
+            case .record(let header, let bytes):
+                guard header.key == key else { return .damaged("holds another key") }
+                guard header.bodySize == expectedSize else { return .damaged("body size does not match") }
+                guard CRC32C.checksum(bytes) == header.bodyChecksum else {
+                    return .damaged("body checksum does not match")
+                }
+                try body?(.bytes(bytes), 0)
+                return .intact(header)
+            }
         }
     }
 
@@ -215,10 +235,8 @@ package struct PackedBodyStore: BodyStore {
         -> (any PinnedBody, BlobHeader)?
     {
         guard location.isPacked else { return try blobs.pin(hash, at: location, key: key, expectedSize: expectedSize) }
-        guard case .opened(let file) = try open(location.pack) else { return nil }
-        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(location.length), alignment: 16)
-        defer { storage.deallocate() }
-        guard case .record(let header, _) = try Self.readRecord(file, hash, at: location, into: storage),
+        guard case .opened(let file) = try open(location.pack),
+            let header = try Self.withRecord(file, hash, at: location, { $0.header }),
             header.key.elementsEqual(key.utf8), header.bodySize == expectedSize
         else { return nil }
         return (PinnedRecord(file: file, hash: hash, location: location, key: key, expectedSize: expectedSize), header)
@@ -227,12 +245,7 @@ package struct PackedBodyStore: BodyStore {
     package func readHeader(_ hash: KeyHash, at location: BodyLocation) throws -> BlobHeader? {
         guard location.isPacked else { return try blobs.readHeader(hash, at: location) }
         guard case .opened(let file) = try open(location.pack) else { return nil }
-        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(location.length), alignment: 16)
-        defer { storage.deallocate() }
-        guard case .record(let header, _) = try Self.readRecord(file, hash, at: location, into: storage) else {
-            return nil
-        }
-        return header
+        return try Self.withRecord(file, hash, at: location) { $0.header }
     }
 
     package func describe(_ hash: KeyHash, at location: BodyLocation) -> String {
@@ -264,12 +277,12 @@ package struct PackedBodyStore: BodyStore {
 
     package func copy(_ hash: KeyHash, at location: BodyLocation, durable: Bool) throws -> BodyLocation? {
         guard location.isPacked, case .opened(let file) = try open(location.pack) else { return nil }
-        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(location.length), alignment: 16)
-        defer { storage.deallocate() }
-        guard case .record(let header, let body) = try Self.readRecord(file, hash, at: location, into: storage),
-            CRC32C.checksum(body) == header.bodyChecksum
-        else { return nil }
-        return try packs.append(header, body: body, durable: durable)
+        return try Self.withRecord(file, hash, at: location) { found in
+            guard case .record(let header, let body) = found, CRC32C.checksum(body) == header.bodyChecksum else {
+                return nil
+            }
+            return try packs.append(header, body: body, durable: durable)
+        }
     }
 
     package func delete(_ pack: FinishedPack) throws {

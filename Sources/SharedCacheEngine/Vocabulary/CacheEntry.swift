@@ -79,7 +79,9 @@ public struct CacheEntry: Sendable, Hashable {
     /// string for the key bytes the header holds, which the caller checked are the same.
     package init(_ header: BlobHeader.Layout, in bytes: UnsafeRawBufferPointer, key: String) {
         func text(_ range: Range<Int>) -> String? {
-            range.isEmpty ? nil : String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]).bindMemory(to: UInt8.self), as: UTF8.self)
+            guard !range.isEmpty else { return nil }
+            let utf8 = UnsafeRawBufferPointer(rebasing: bytes[range]).bindMemory(to: UInt8.self)
+            return String(decoding: utf8, as: UTF8.self)
         }
         self.key = key
         hash = header.keyHash
