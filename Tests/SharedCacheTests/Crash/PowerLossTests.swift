@@ -46,14 +46,7 @@ struct PowerLossTests {
     /// power-loss checker under the thread sanitizer).
     @Test("verify --repair of a torn journal tail repairs it, though the shared counters were lost too")
     func verifyRepairsATornTailTheCountersDoNotAnnounce() throws {
-        let directory = try TemporaryDirectory()
-        let writer = try SharedCache(directory: directory("cache"))
-        try writer.put(key: "a", data: Data("a".utf8))
-        try writer.put(key: "b", data: Data("b".utf8))
-        let path = directory("cache/journal/0000000000000001")
-        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
-        bytes.replaceSubrange((bytes.count - 20)..., with: Data(count: 20))
-        try bytes.write(to: URL(fileURLWithPath: path))
+        let directory = try Self.directoryWithATornJournalTail()
         try FileManager.default.removeItem(atPath: directory("cache/stats"))
         let cache = try SharedCache(directory: directory("cache"))
         #expect(try cache.get(key: "a")?.data == Data("a".utf8))
@@ -63,19 +56,25 @@ struct PowerLossTests {
 
     @Test("verify after verify --repair of a torn journal tail is clean, in the same process")
     func verifyAfterRepairingATornTail() throws {
-        let directory = try TemporaryDirectory()
-        let writer = try SharedCache(directory: directory("cache"))
-        try writer.put(key: "a", data: Data("a".utf8))
-        try writer.put(key: "b", data: Data("b".utf8))
-        // The last record's length reached the disk, its second half did not: zeros.
-        let path = directory("cache/journal/0000000000000001")
-        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
-        bytes.replaceSubrange((bytes.count - 20)..., with: Data(count: 20))
-        try bytes.write(to: URL(fileURLWithPath: path))
+        let directory = try Self.directoryWithATornJournalTail()
         let cache = try SharedCache(directory: directory("cache"))
         #expect(try cache.get(key: "a")?.data == Data("a".utf8))
         #expect(try cache.verify(repair: true).problems.map(\.kind) == [.damagedJournal])
         #expect(try cache.verify().problems.isEmpty)
+    }
+
+    /// A cache (in `cache/`) of two entries, "a" and "b", whose journal's last record reached
+    /// the disk only in part: its length did, its last 20 bytes are zeros.
+    static func directoryWithATornJournalTail() throws -> TemporaryDirectory {
+        let directory = try TemporaryDirectory()
+        let writer = try SharedCache(directory: directory("cache"))
+        try writer.put(key: "a", data: Data("a".utf8))
+        try writer.put(key: "b", data: Data("b".utf8))
+        let path = directory("cache/journal/0000000000000001")
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        bytes.replaceSubrange((bytes.count - 20)..., with: Data(count: 20))
+        try bytes.write(to: URL(fileURLWithPath: path))
+        return directory
     }
 
     @Test("Crash states tearing a synchronized put's journal record recover to a clean verify")
