@@ -309,7 +309,18 @@ package enum System {
         return mapped
     }
 
-    /// Unmaps what ``mapShared(_:size:)`` mapped. The C function is `munmap`; it fails only for
+    /// Maps `size` bytes of a file from `offset` (a multiple of the page size) for reading
+    /// only. The C function is `mmap` with `PROT_READ` and `MAP_SHARED`.
+    static func mapReadOnly(_ descriptor: Int32, offset: Int64, size: Int) throws(SystemError) -> UnsafeMutableRawPointer {
+        #if DEBUG
+        if Failpoint.isArmed, let injected = Failpoint.error("mmap") { throw SystemError("mmap", errno: injected) }
+        #endif
+        guard let mapped = mmap(nil, size, PROT_READ, MAP_SHARED, descriptor, off_t(offset)), mapped != MAP_FAILED
+        else { throw SystemError("mmap", errno: errno) }
+        return mapped
+    }
+
+    /// Unmaps what ``mapShared(_:size:)`` or ``mapReadOnly(_:offset:size:)`` mapped. The C function is `munmap`; it fails only for
     /// arguments that were never mapped, a bug.
     static func unmap(_ address: UnsafeMutableRawPointer, size: Int) {
         let result = munmap(address, size)

@@ -6,6 +6,7 @@ import Glibc
 import Musl
 #endif
 import CSharedCacheSupport
+import Foundation
 package import SharedCacheFormat
 import SharedCachePlatform
 
@@ -16,6 +17,10 @@ import SharedCachePlatform
 extension BlobFileStore {
     /// Bytes read or written per step when a body is streamed.
     package static let streamingChunkSize = 1 << 20
+
+    /// Bodies larger than this are read by mapping them (``readMapped(_:hash:key:expectedSize:)``),
+    /// never into memory whole.
+    package static let mappingThreshold: UInt64 = 1 << 20
 
     /// Writes a new blob whose body is everything `read` produces until it returns 0, and
     /// returns its ID and its finished header; the caller journals it.
@@ -86,8 +91,7 @@ extension BlobFileStore {
         case damaged(String)
     }
 
-    /// Opens a blob and checks everything but the body's checksum: the header's own checksum,
-    /// that it is the blob of `key` with `expectedSize` bytes of body, and the file's length.
+    /// Opens a blob and checks everything but the body's checksum (``checkedHeader(_:_:key:expectedSize:)``).
     private func openBody(_ hash: KeyHash, _ location: BodyLocation, key: [UInt8], expectedSize: UInt64) throws
         -> BodyOpening
     {
@@ -99,12 +103,29 @@ extension BlobFileStore {
             return .damaged("a symbolic link stands where the blob belongs")
         }
         guard let file = opened else { return .missing }
+        switch try checkedHeader(file, hash, key: key, expectedSize: expectedSize) {
+        case .success(let header): return .opened(OpenedBody(file: file, header: header))
+        case .failure(let damage): return .damaged(damage.reason)
+        }
+    }
+
+    /// Why a blob failed its checks.
+    struct Damage: Error {
+        var reason: String
+    }
+
+    /// Checks everything about an open blob but its body's checksum: the header's own
+    /// checksum, that it is the blob of `key` with `expectedSize` bytes of body, and the
+    /// file's length.
+    func checkedHeader(_ file: borrowing FileDescriptor, _ hash: KeyHash, key: [UInt8], expectedSize: UInt64) throws
+        -> Result<BlobHeader, Damage>
+    {
         let status = try file.status()
-        guard status.isRegularFile else { return .damaged("not a regular file") }
+        guard status.isRegularFile else { return .failure(Damage(reason: "not a regular file")) }
         var bytes = [UInt8](repeating: 0, count: min(Int(status.size), 4096))
         var count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
         guard let declared = try? bytes.withUnsafeBytes({ try BlobHeader.declaredSize(in: $0) }) else {
-            return .damaged("header")
+            return .failure(Damage(reason: "header"))
         }
         if declared > count, declared <= status.size {
             bytes = [UInt8](repeating: 0, count: declared)
@@ -114,12 +135,31 @@ extension BlobFileStore {
             let header = try? bytes.withUnsafeBytes({
                 try BlobHeader.decode(UnsafeRawBufferPointer(rebasing: $0[..<count]))
             })
-        else { return .damaged("header") }
-        guard header.keyHash == hash, header.key == key else { return .damaged("holds another key") }
+        else { return .failure(Damage(reason: "header")) }
+        guard header.keyHash == hash, header.key == key else { return .failure(Damage(reason: "holds another key")) }
         guard header.bodySize == expectedSize, Int64(header.encodedSize) + Int64(header.bodySize) == status.size else {
-            return .damaged("body size does not match")
+            return .failure(Damage(reason: "body size does not match"))
         }
-        return .opened(OpenedBody(file: file, header: header))
+        return .success(header)
+    }
+
+    /// Reads a large blob open as `file` without holding its body in memory: checks it a chunk
+    /// at a time, then maps the body read-only (a blob is never rewritten or shortened, so the
+    /// mapping stays valid and holds what was checked).
+    func readMapped(_ file: borrowing FileDescriptor, hash: KeyHash, key: String, expectedSize: UInt64) throws
+        -> BodyRead
+    {
+        let header: BlobHeader
+        switch try checkedHeader(file, hash, key: Array(key.utf8), expectedSize: expectedSize) {
+        case .success(let checked): header = checked
+        case .failure(let damage): return .damaged(damage.reason)
+        }
+        guard try streamBody(of: file, header, into: nil) else { return .damaged("body checksum does not match") }
+        let mapped = try file.mapReadOnly(offset: Int64(header.encodedSize), count: Int(header.bodySize))
+        let data = Data(
+            bytesNoCopy: UnsafeMutableRawPointer(mutating: mapped.start), count: mapped.count,
+            deallocator: .custom { _, _ in withExtendedLifetime(mapped) {} })
+        return .found(CacheEntry(header), data)
     }
 
     package func stream(
@@ -131,27 +171,28 @@ extension BlobFileStore {
         case .missing: return .missing
         case .damaged(let reason): return .damaged(reason)
         case .opened(let blob):
-            return try streamBody(blob, into: body) ? .intact(blob.header) : .damaged("body checksum does not match")
+            return try streamBody(of: blob.file, blob.header, into: body)
+                ? .intact(blob.header) : .damaged("body checksum does not match")
         }
     }
 
-    /// Reads the body of `blob` in chunks, handing each to `body` (which may be `nil` to only
+    /// Reads the body of the blob open as `file` in chunks, handing each to `body` (which may be `nil` to only
     /// check), and returns whether the whole body matched its checksum. Holes in the blob file
     /// are handed on as runs of zeros without being read.
     ///
     /// `body` sees bytes before the checksum is known: a caller that must not act on a damaged
     /// body writes them somewhere it can take back (a temporary file), or checks first.
     private func streamBody(
-        _ blob: borrowing OpenedBody, into body: ((BodyPiece, Int64) throws -> Void)?
+        of file: borrowing FileDescriptor, _ header: BlobHeader, into body: ((BodyPiece, Int64) throws -> Void)?
     ) throws -> Bool {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.streamingChunkSize, alignment: 16)
         defer { buffer.deallocate() }
-        let start = Int64(blob.header.encodedSize)
-        let size = Int64(blob.header.bodySize)
+        let start = Int64(header.encodedSize)
+        let size = Int64(header.bodySize)
         var offset: Int64 = 0
         var checksum: UInt32 = 0
         while offset < size {
-            let data = try blob.file.nextData(from: start + offset).map { $0 - start } ?? size
+            let data = try file.nextData(from: start + offset).map { $0 - start } ?? size
             if data > offset {
                 let zeros = min(data, size) - offset
                 checksum = scs_crc32c_extend_zeros(checksum, UInt64(zeros))
@@ -160,7 +201,7 @@ extension BlobFileStore {
                 continue
             }
             let wanted = Int(min(Int64(buffer.count), size - offset))
-            let count = try blob.file.read(
+            let count = try file.read(
                 fromAbsoluteOffset: start + offset, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted]))
             guard count == wanted else { return false }  // shorter than its header says
             let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<count])
@@ -168,7 +209,7 @@ extension BlobFileStore {
             try body?(.bytes(chunk), offset)
             offset += Int64(count)
         }
-        return checksum == blob.header.bodyChecksum
+        return checksum == header.bodyChecksum
     }
 
     /// Whether every byte is zero: the first is, and each equals the next.

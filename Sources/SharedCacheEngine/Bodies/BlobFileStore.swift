@@ -171,12 +171,11 @@ package struct BlobFileStore: BodyStore {
     package func pin(_ hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64) throws
         -> (any PinnedBody, BlobHeader)?
     {
-        guard case .opened(let file) = try open(hash, location) else { return nil }
-        let pinned = PinnedBlob(store: self, file: file, hash: hash, key: key, expectedSize: expectedSize)
-        guard let header = try readHeader(pinned.file), header.keyHash == hash, header.key.elementsEqual(key.utf8),
+        guard case .opened(let file) = try open(hash, location),
+            let header = try readHeader(file), header.keyHash == hash, header.key.elementsEqual(key.utf8),
             header.bodySize == expectedSize
         else { return nil }
-        return (pinned, header)
+        return (PinnedBlob(store: self, file: file, header: header, key: key), header)
     }
 
     /// Reads and checks the whole blob open as `file`.
@@ -188,6 +187,9 @@ package struct BlobFileStore: BodyStore {
         // at its real size. Skipping fstat, and the second pread that would only find the end
         // of the file, keeps a get to open + pread + close: a short read of a regular file is
         // its end, unless the header says more is there (a signal cut the read short).
+        if expectedSize > Self.mappingThreshold {
+            return try readMapped(file, hash: hash, key: key, expectedSize: expectedSize)
+        }
         var capacity = Int(clamping: expectedSize) + BlobHeader.fixedSize + key.utf8.count + 1024
         var storage = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
         var handedOff = false
@@ -348,20 +350,40 @@ extension BlobFileStore {
 /// Immutable, and reading is `pread` at absolute offsets, so any thread may read it.
 final class PinnedBlob: PinnedBody {
     private let store: BlobFileStore
-    fileprivate let file: FileDescriptor
-    private let hash: KeyHash
+    private let file: FileDescriptor
+    private let header: BlobHeader
     private let key: String
-    private let expectedSize: UInt64
 
-    fileprivate init(store: BlobFileStore, file: consuming FileDescriptor, hash: KeyHash, key: String, expectedSize: UInt64) {
+    fileprivate init(store: BlobFileStore, file: consuming FileDescriptor, header: BlobHeader, key: String) {
         self.store = store
         self.file = file
-        self.hash = hash
+        self.header = header
         self.key = key
-        self.expectedSize = expectedSize
     }
 
     func read() throws -> BodyRead {
-        try store.read(file, hash: hash, key: key, expectedSize: expectedSize)
+        try store.read(file, hash: header.keyHash, key: key, expectedSize: header.bodySize)
+    }
+
+    /// `pread`s from the open file, a buffer at a time, checksumming as it goes.
+    func reader() -> (UnsafeMutableRawBufferPointer) throws -> StreamedChunk {
+        let start = Int64(header.encodedSize)
+        let size = Int64(header.bodySize)
+        var offset: Int64 = 0
+        var checksum: UInt32 = 0
+        return { [self] buffer in
+            guard offset < size else {
+                guard checksum == header.bodyChecksum else { throw BodyDamage(reason: "body checksum does not match") }
+                return .end
+            }
+            let wanted = Int(min(Int64(buffer.count), size - offset))
+            let target = UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted])
+            guard try file.read(fromAbsoluteOffset: start + offset, into: target) == wanted else {
+                throw BodyDamage(reason: "shorter than its header says")
+            }
+            checksum = CRC32C.checksum(UnsafeRawBufferPointer(target), extending: checksum)
+            offset += Int64(wanted)
+            return .bytes(wanted)
+        }
     }
 }

@@ -129,6 +129,40 @@ package enum BodyStream {
 package protocol PinnedBody: AnyObject, Sendable {
     /// Reads and checks the whole body, as ``BodyStore/read(_:at:key:expectedSize:)`` does.
     func read() throws -> BodyRead
+
+    /// Reads the body from its start into the buffers it is given, as a streamed write
+    /// (``BodyStore/write(_:durable:readingBody:)``) reads its body: for copying a large body
+    /// without holding it in memory. The read that reaches the end throws ``BodyDamage`` if
+    /// what was read does not match the body's checksum, so no copy of a damaged body is ever
+    /// published.
+    func reader() -> (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
+}
+
+/// A pinned body failed its checks while it was copied.
+package struct BodyDamage: Error, CustomStringConvertible {
+    package var reason: String
+    package var description: String { reason }
+}
+
+extension PinnedBody {
+    /// Reads the whole body at once (a packed body is small), then hands it out.
+    package func reader() -> (UnsafeMutableRawBufferPointer) throws -> StreamedChunk {
+        var body: Data?
+        var offset = 0
+        return { buffer in
+            if body == nil {
+                guard case .found(_, let data) = try self.read() else { throw BodyDamage(reason: "gone or damaged") }
+                body = data
+            }
+            guard let body, offset < body.count else { return .end }
+            let count = min(buffer.count, body.count - offset)
+            body.withUnsafeBytes {
+                buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<offset + count]))
+            }
+            offset += count
+            return .bytes(count)
+        }
+    }
 }
 
 /// Something in the store that is not a live body.

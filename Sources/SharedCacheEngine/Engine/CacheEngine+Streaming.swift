@@ -1,4 +1,4 @@
-import SharedCacheFormat
+package import SharedCacheFormat
 import SharedCachePlatform
 
 // Puts and gets whose bodies never sit in memory whole, for the tools (`sharedcache put` and
@@ -15,17 +15,28 @@ extension CacheEngine {
     {
         let now = now()
         let expiry = metadata.expiry ?? configuration.defaultExpiry.map { .after($0) } ?? .never
-        let placeholder = try header(
-            key: key, metadata: metadata, bodySize: 0, storedAt: now, expiresAt: expiry.milliseconds(from: now))
-        let header = try directory.perform("storing an entry") {
-            let (location, header) = try bodies.write(placeholder, durable: isDurable) { buffer in
-                try input.next(into: buffer)
-            }
+        return try store(key: key, metadata: metadata, storedAt: now, expiresAt: expiry.milliseconds(from: now)) {
+            buffer in try input.next(into: buffer)
+        }.entry
+    }
+
+    /// Stores a new version of `key` whose body is everything `read` produces, a chunk at a
+    /// time, with the given times: ``store(key:data:metadata:storedAt:expiresAt:)`` for a body
+    /// that arrives in pieces (a download). Nothing is journaled, and nothing is left behind,
+    /// unless `read` reaches the end.
+    @discardableResult
+    package func store(
+        key: String, metadata: EntryMetadata, storedAt: Int64, expiresAt: Int64,
+        readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
+    ) throws(SharedCacheError) -> (entry: CacheEntry, location: BodyLocation) {
+        let placeholder = try header(key: key, metadata: metadata, bodySize: 0, storedAt: storedAt, expiresAt: expiresAt)
+        let (header, location) = try directory.perform("storing an entry") {
+            let (location, header) = try bodies.write(placeholder, durable: isDurable, readingBody: read)
             try commitStored(header, at: location)
-            return header
+            return (header, location)
         }
         count { $0.stores += 1 }
-        return CacheEntry(header)
+        return (CacheEntry(header), location)
     }
 
     /// Writes the body stored under `key` to `output` a megabyte at a time, and returns the
