@@ -2,6 +2,7 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
+import SharedCacheEngine
 
 extension SharedCache {
     /// Loads `request` through the cache, shaped like `URLSession.data(for:)`: a call site
@@ -38,17 +39,8 @@ extension SharedCache {
     public func data(for request: URLRequest, options: FetchOptions = FetchOptions()) async throws(URLError) -> (
         Data, HTTPURLResponse
     ) {
-        do throws(SharedCacheError) {
-            let result = try await fetch(honouringCachePolicyOf: request, options: options)
-            guard let response = result.httpResponse else {
-                throw SharedCacheError(
-                    .network, "\(request.url?.absoluteString ?? "the request") got status \(result.status), "
-                        + "which is not an HTTP status; check the server")
-            }
-            return (result.data, response)
-        } catch {
-            throw error.urlError(for: request.url)
-        }
+        let (result, response) = try await load(request, options: options)
+        return (result.data, response)
     }
 
     /// Loads `url` through the cache, as ``data(for:options:)`` does a GET request.
@@ -56,6 +48,77 @@ extension SharedCache {
         Data, HTTPURLResponse
     ) {
         try await data(for: URLRequest(url: url), options: options)
+    }
+
+    /// Loads `request` through the cache into a file, shaped like `URLSession.download(for:)`:
+    /// the body never sits whole in memory, whether it comes from the network (it streams to
+    /// its entry's file as it arrives) or from the cache (it is copied from its stored file a
+    /// megabyte at a time).
+    ///
+    /// ```swift
+    /// let (file, response) = try await cache.download(for: URLRequest(url: url))
+    /// try FileManager.default.moveItem(at: file, to: destination)
+    /// ```
+    ///
+    /// The cache behaves as for ``data(for:options:)`` (and throws the same `URLError`s); a
+    /// body that is not stored (`no-store`) is held in memory while it arrives.
+    ///
+    /// - Returns: a new file in the temporary directory holding the body, which the caller moves
+    ///   or removes, and the response as served.
+    public func download(for request: URLRequest, options: FetchOptions = FetchOptions()) async throws(URLError) -> (
+        URL, HTTPURLResponse
+    ) {
+        let (result, response) = try await load(request, options: options)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("SharedCache-\(UUID().uuidString).download")
+        do {
+            try await engine.offPool { try Self.write(result, to: file.path) }
+        } catch {
+            throw SharedCacheError(error, root: path, while: "writing the body to \(file.path)").urlError(for: request.url)
+        }
+        return (file, response)
+    }
+
+    /// Loads `url` through the cache into a file, as ``download(for:options:)`` does a GET.
+    public func download(from url: URL, options: FetchOptions = FetchOptions()) async throws(URLError) -> (
+        URL, HTTPURLResponse
+    ) {
+        try await download(for: URLRequest(url: url), options: options)
+    }
+
+    /// Writes a fetched body to a new file at `path`: a large stored body copied from its file,
+    /// checked as it goes; any other from memory. The file appears only once it is whole.
+    private static func write(_ result: FetchResult, to path: String) throws {
+        let output = try BodyOutput(path: path)
+        if let stored = result.storedBody {
+            let read = stored.reader()
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: BlobFileStore.streamingChunkSize, alignment: 16)
+            defer { buffer.deallocate() }
+            var offset: Int64 = 0
+            while case .bytes(let count) = try read(buffer) {
+                try output.write(UnsafeRawBufferPointer(rebasing: buffer[..<count]), at: offset)
+                offset += Int64(count)
+            }
+        } else {
+            try result.data.withUnsafeBytes { try output.write($0, at: 0) }
+        }
+        try output.publish()
+    }
+
+    /// ``fetch(_:options:transport:)`` with the request's `cachePolicy`, as Foundation's types.
+    private func load(_ request: URLRequest, options: FetchOptions) async throws(URLError) -> (
+        FetchResult, HTTPURLResponse
+    ) {
+        do throws(SharedCacheError) {
+            let result = try await fetch(honouringCachePolicyOf: request, options: options)
+            guard let response = result.httpResponse else {
+                throw SharedCacheError(
+                    .network, "\(request.url?.absoluteString ?? "the request") got status \(result.status), "
+                        + "which is not an HTTP status; check the server")
+            }
+            return (result, response)
+        } catch {
+            throw error.urlError(for: request.url)
+        }
     }
 
     /// ``fetch(_:options:transport:)`` with the request's `cachePolicy` applied to `options`.

@@ -24,8 +24,10 @@ import SharedCachePlatform
 /// stored. Failures reach the app as the `URLError`s URLSession would report
 /// (``SharedCacheError/urlError(for:)``).
 ///
-/// - Note: The body is delivered in one piece once the fetch has it whole (bodies are stored
-///   whole or not at all), so a download's progress is not reported as it arrives.
+/// - Note: The body is delivered in one piece once the fetch has it whole (a large one mapped
+///   from its stored file, not copied), so a download's progress is not reported as it arrives:
+///   swift-corelibs-foundation keeps only the last piece a protocol hands a task with a
+///   completion handler.
 /// - Note: Redirects are followed by the cache's own transport; the app sees the final
 ///   response, whose `url` names where it came from.
 ///

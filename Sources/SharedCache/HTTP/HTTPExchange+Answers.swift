@@ -35,9 +35,10 @@ extension HTTPExchange {
                 data: Data(), status: 304, headers: served(headers, status), url: url, source: source,
                 cacheType: cacheType)
         }
-        let result = FetchResult(
+        var result = FetchResult(
             data: headOnly ? Data() : body, status: candidate.response.status, headers: headers, url: url, source: source,
             cacheType: cacheType)
+        if !headOnly { result.storedBody = candidate.largeBody }
         return sliced(result, of: candidate, validators: candidate.response.headers, status: status)
     }
 
@@ -66,6 +67,7 @@ extension HTTPExchange {
         case .whole:
             break
         case .slice(let bytes):
+            result.storedBody = nil
             let start = stored.data.startIndex + (held.offset(of: bytes) ?? 0)
             result.data = stored.data.subdata(in: start..<start + bytes.count)
             result.status = 206
@@ -74,6 +76,7 @@ extension HTTPExchange {
             result.headers.set("Content-Length", "\(bytes.count)")
             status.detail = "range"
         case .unsatisfiable:
+            result.storedBody = nil
             result.data = Data()
             result.status = 416
             result.headers.set("Content-Range", "bytes */\(held.length)")

@@ -28,18 +28,40 @@ extension HTTPExchange {
         }
         var status = status
         let requestTime = Clock.nowMilliseconds()
-        let response: TransportResponse
+        // Under the URL's lock, a body to store goes to its entry's file as it arrives; but a
+        // 5xx that a stale response may answer instead is never stored.
+        let (cache, request, heuristicCap) = (cache, request, heuristicCap)
+        let receiver = DownloadReceiver(cache: cache) { head, responseTime in
+            guard locked, head.status < 500 || fallback == nil else { return nil }
+            return cache.storagePlan(
+                primaryKey: primaryKey, request: request, response: head, requestTime: requestTime,
+                responseTime: responseTime, heuristicCap: heuristicCap)
+        }
+        let received: DownloadReceiver.Received
         do {
-            response = try await deliver(outgoing)
+            received = try await deliver(outgoing, to: receiver)
         } catch {
             if let stale = try await staleAnswer(fallback, status: status) { return stale }
             throw error
         }
         let responseTime = Clock.nowMilliseconds()
+        let response: TransportResponse
+        switch received {
+        case .stored(let stored, let outcome, let pinned):
+            status.forwardStatus = stored.status
+            status.stored = true
+            status.ttl = outcome.ttl(at: Clock.nowMilliseconds())
+            cache.count { $0.downloads += 1 }
+            cache.counters?.add(.downloads)
+            var result = downloaded(stored, status)
+            result.storedBody = pinned
+            return result
+        case .whole(let whole):
+            response = whole
+        }
         status.forwardStatus = response.status
         if response.status >= 500, let stale = try await staleAnswer(fallback, status: status) { return stale }
 
-        let cache = cache
         if response.status == 304, let candidate, candidate.etag != nil || candidate.lastModified != nil {
             // The safety rule: serve a 304 only with the pinned body, checked now, and only if
             // the 304 is about that body.
@@ -51,9 +73,10 @@ extension HTTPExchange {
                 var served = revalidation.headers
                 served.set("Age", "0")
                 status.ttl = revalidation.lifetime == .max ? Int64(Int32.max) : revalidation.lifetime / 1000
-                let result = FetchResult(
+                var result = FetchResult(
                     data: method == "HEAD" ? Data() : body, status: candidate.response.status, headers: served, url: url,
                     source: .revalidated, cacheType: candidate.held != nil ? .memory : .disk)
+                if method != "HEAD" { result.storedBody = candidate.largeBody }
                 return sliced(result, of: candidate, validators: revalidation.headers, status: status)
             }
             cache.count { $0.unconditionalRetries += 1 }
@@ -61,7 +84,6 @@ extension HTTPExchange {
             return try await send(primaryKey: primaryKey, validating: nil, fallback: nil, status: status, locked: locked)
         }
 
-        let (request, heuristicCap) = (request, heuristicCap)
         let store: @Sendable () throws -> CacheEngine.StoredOutcome? = {
             try cache.storeHTTPResponse(
                 primaryKey: primaryKey, request: request, response: response, requestTime: requestTime,
@@ -82,6 +104,25 @@ extension HTTPExchange {
         cache.count { $0.downloads += 1 }
         cache.counters?.add(.downloads)
         return downloaded(response, status)
+    }
+
+    /// Sends `outgoing`, its body handed to `receiver` as it arrives. The transport's failures
+    /// are marked as the network's (see ``deliver(_:)``); a failure of the store the body went
+    /// to is the cache's own.
+    func deliver(_ outgoing: URLRequest, to receiver: DownloadReceiver) async throws -> DownloadReceiver.Received {
+        do {
+            _ = try await transport.send(outgoing, streamingTo: receiver.receive)
+        } catch is BodyPipe.StoreStopped {
+            throw await receiver.storeFailure()
+        } catch {
+            await receiver.abandon(because: error)
+            throw TransportFailure(underlying: error)
+        }
+        do {
+            return try await receiver.finish()
+        } catch let incomplete as BodyPipe.Incomplete {
+            throw TransportFailure(underlying: incomplete)
+        }
     }
 
     /// Applies a 304's or a HEAD's fields to the stored response: usually one journal append,

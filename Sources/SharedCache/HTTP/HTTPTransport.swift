@@ -23,6 +23,17 @@ public struct TransportResponse: Sendable {
     }
 }
 
+/// What a transport hands on while a response arrives, to
+/// ``HTTPTransport/send(_:streamingTo:)``.
+public enum TransportEvent: Sendable {
+    /// The status and fields, with an empty body. It may come again, before any of the body,
+    /// when the transport sends the request a second time (as ``URLSessionTransport`` does for
+    /// a coding URLSession cannot decode); the last one is the response.
+    case head(TransportResponse)
+    /// The next piece of the body.
+    case body(Data)
+}
+
 /// What sends HTTP requests for ``SharedCache/fetch(_:options:transport:)``: URLSession by default, any
 /// other client (or a test double) by conforming.
 ///
@@ -30,6 +41,25 @@ public struct TransportResponse: Sendable {
 public protocol HTTPTransport: Sendable {
     /// Sends `request` as it is and returns the response, whatever its status; throws only when no response came (the network failed, the task was cancelled).
     func send(_ request: URLRequest) async throws -> TransportResponse
+
+    /// Sends `request` and hands the response to `receive` as it arrives: its head, then its
+    /// body in pieces, so that a large body never sits whole in memory. Returns the head (with
+    /// an empty body) once the body has ended; throws when the transfer failed or was cut
+    /// short, or when `receive` threw (the transfer is then stopped).
+    ///
+    /// The default implementation calls ``send(_:)`` and hands on the whole body at once:
+    /// conform to it only if the transport can do better.
+    func send(_ request: URLRequest, streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void)
+        async throws -> TransportResponse
+}
+
+extension HTTPTransport {
+    /// Calls ``send(_:)`` and hands the response on whole: its head, then its body in one piece.
+    public func send(_ request: URLRequest, streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void)
+        async throws -> TransportResponse
+    {
+        try await send(request).handedOn(to: receive)
+    }
 }
 
 /// URLSession as a transport, with its own cache turned off: SharedCache is the cache.
@@ -38,6 +68,9 @@ public struct URLSessionTransport: HTTPTransport {
     public let session: URLSession
 
     /// A transport over `session`: give one whose configuration has no `URLCache` and no SharedCache installed, or it would cache twice or loop.
+    ///
+    /// Bodies stream to the cache as they arrive through the default session only (it has a
+    /// delegate of SharedCache's own); through any other, a body arrives whole.
     public init(session: URLSession = URLSessionTransport.uncachedSession) {
         self.session = session
     }
@@ -48,7 +81,7 @@ public struct URLSessionTransport: HTTPTransport {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        return URLSession(configuration: configuration)
+        return URLSession(configuration: configuration, delegate: StreamingDelegate(), delegateQueue: nil)
     }()
 
     /// Sends `request`. A GET or HEAD to an `http` URL whose response URLSession fails to
@@ -60,19 +93,58 @@ public struct URLSessionTransport: HTTPTransport {
         let response: URLResponse
         do {
             (body, response) = try await session.data(for: request)
-        } catch let error as URLError
-            where [.unknown, .cannotDecodeContentData, .cannotDecodeRawData].contains(error.code)
-            && request.url?.scheme?.lowercased() == "http"
-            && ["GET", "HEAD"].contains((request.httpMethod ?? "GET").uppercased())
-        {
+        } catch let error as URLError where Self.resendsPlainly(request, after: error) {
             guard let received = try? await IdentityConnection.send(request) else { throw error }
             return received
         }
         guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
+        return TransportResponse(http, body: body)
+    }
+
+    /// Sends `request`, handing the body on as URLSession receives it (through the default
+    /// session; through another, as ``send(_:)`` does). A plain resend after a coding URLSession
+    /// could not decode (see ``send(_:)``) hands on a second head, and the body, whole.
+    public func send(_ request: URLRequest, streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void)
+        async throws -> TransportResponse
+    {
+        guard let delegate = session.delegate as? StreamingDelegate else {
+            return try await send(request).handedOn(to: receive)
+        }
+        do {
+            return try await delegate.send(request, in: session, streamingTo: receive)
+        } catch let failure as StreamingDelegate.UndecodedBody where Self.resendsPlainly(request, after: failure.error) {
+            guard let received = try? await IdentityConnection.send(request) else { throw failure.error }
+            return try received.handedOn(to: receive)
+        } catch let failure as StreamingDelegate.UndecodedBody {
+            throw failure.error
+        }
+    }
+
+    /// Whether a failure is libcurl refusing a coding it does not know, on a request that a
+    /// plain connection can send again.
+    private static func resendsPlainly(_ request: URLRequest, after error: URLError) -> Bool {
+        [.unknown, .cannotDecodeContentData, .cannotDecodeRawData].contains(error.code)
+            && request.url?.scheme?.lowercased() == "http"
+            && ["GET", "HEAD"].contains((request.httpMethod ?? "GET").uppercased())
+    }
+}
+
+extension TransportResponse {
+    /// A response as URLSession reports it.
+    init(_ http: HTTPURLResponse, body: Data) {
         var headers = HTTPHeaders()
         for (name, value) in http.allHeaderFields {
             headers.append("\(name)", "\(value)")
         }
-        return TransportResponse(status: http.statusCode, headers: headers, body: body, url: http.url)
+        self.init(status: http.statusCode, headers: headers, body: body, url: http.url)
+    }
+
+    /// Hands a response received whole on as its head and one piece of body; returns the head.
+    func handedOn(to receive: (TransportEvent) throws -> Void) throws -> TransportResponse {
+        var head = self
+        head.body = Data()
+        try receive(.head(head))
+        try receive(.body(body))
+        return head
     }
 }

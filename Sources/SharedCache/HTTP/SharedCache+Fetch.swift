@@ -88,6 +88,9 @@ public enum FetchSource: String, Sendable, Hashable, CustomStringConvertible {
 /// A response from ``SharedCache/fetch(_:options:transport:)``.
 public struct FetchResult: Sendable {
     /// The body, whatever happened on the wire: a 304 is answered with the stored body.
+    ///
+    /// A stored body over a megabyte is mapped from its file, checked but not read into memory:
+    /// it is paged in as it is read, and stays readable whoever removes its entry meanwhile.
     public var data: Data
     /// The status as served: the stored response's (not 304) when the cache answered.
     public var status: Int
@@ -100,6 +103,9 @@ public struct FetchResult: Sendable {
     /// Where the served body was found: ``CacheType/memory`` or ``CacheType/disk`` when the
     /// cache answered (also after a 304), ``CacheType/none`` when it came from the network.
     public var cacheType: CacheType = .none
+    /// The stored body that ``data`` maps, when it is large: a download to a file copies from
+    /// it, never touching the mapping (which would make the whole body resident).
+    var storedBody: (any PinnedBody)?
 
     /// This cache's RFC 9211 `Cache-Status` member, also the last `Cache-Status` field of
     /// ``headers``: `SharedCache; hit; ttl=N`, `SharedCache; fwd=stale; fwd-status=304; ttl=N`,

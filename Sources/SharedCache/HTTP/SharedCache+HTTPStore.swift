@@ -59,12 +59,27 @@ final class StoredCandidate: @unchecked Sendable {
         guard let pinned else { return nil }
         switch try pinned.read() {
         case .found(let stored, let data):
-            cache.remember(CacheHit(data: data, entry: stored), for: hash, at: entry.location)
+            // A large body is mapped, not in memory: the memory tier is for small ones.
+            if entry.bodySize <= BlobFileStore.mappingThreshold {
+                cache.remember(CacheHit(data: data, entry: stored), for: hash, at: entry.location)
+            }
             return data
         case .missing, .damaged:
             try cache.discard(hash, key: Array(key.utf8), at: entry.location)
             return nil
         }
+    }
+
+    /// The pinned body when it is large (and so served mapped), for copying it to a file
+    /// without reading it into memory; `nil` for a small one.
+    var largeBody: (any PinnedBody)? {
+        entry.bodySize > BlobFileStore.mappingThreshold ? pinned : nil
+    }
+
+    /// The pinned body as a streamed write's reader, for storing a large body again without
+    /// reading it into memory (or touching its mapping); `nil` for a small one.
+    var largeBodyReader: ((UnsafeMutableRawBufferPointer) throws -> StreamedChunk)? {
+        largeBody?.reader()
     }
 
     /// Milliseconds since the response was generated.
@@ -240,10 +255,13 @@ extension CacheEngine {
         return HTTPHeaders(headers.filter { !dropped.contains($0.name.lowercased()) }.map { ($0.name, $0.value) })
     }
 
-    /// What storing a response did: its lifetime and birth, for `Cache-Status`'s `ttl`.
+    /// What storing a response did: its lifetime and birth, for `Cache-Status`'s `ttl`, and
+    /// where its body went.
     struct StoredOutcome: Sendable {
         var lifetime: Int64
         var birth: Int64
+        /// The stored version, for reading a streamed body back; `nil` for a part.
+        var version: StoredVersion?
 
         /// Seconds of freshness left at `now` (negative once stale).
         func ttl(at now: Int64) -> Int64 {
@@ -251,11 +269,67 @@ extension CacheEngine {
         }
     }
 
-    /// Stores a response to a GET if RFC 9111 allows it (``Freshness/isStorable(status:headers:)``)
-    /// and it can ever be reused; a 206 as a part, as `storePart` says.
+    /// A version just stored: its key and where its body is.
+    struct StoredVersion: Sendable {
+        var key: String
+        var location: BodyLocation
+        var bodySize: UInt64
+    }
+
+    /// How a response is to be stored, decided from its status and fields alone, before its body
+    /// arrives: so that a large body can go to its entry's file as it is received.
+    struct StoragePlan: Sendable {
+        var primaryKey: String
+        /// The key the body is stored under: the URL's, or its variant's when it varies.
+        var key: String
+        /// The `Vary` field names, lowercase and sorted; empty when the response does not vary.
+        var varyNames: [String]
+        var response: StoredResponse
+        var validators: HTTPHeaders
+        var birth: Int64
+    }
+
+    /// A response body to store: whole in memory, or read a chunk at a time (from a
+    /// ``BodyPipe`` as it arrives, or from a pinned body).
+    enum ResponseBody {
+        case data(Data)
+        case reading((UnsafeMutableRawBufferPointer) throws -> StreamedChunk)
+    }
+
+    /// How to store a response to a GET if RFC 9111 allows it (``Freshness/isStorable(status:headers:)``)
+    /// and it can ever be reused; `nil` if it is not to be stored. Not for a 206 (see `storePart`).
+    ///
+    /// - Parameter heuristicCap: the cap on a heuristic lifetime; `nil` for none.
+    func storagePlan(
+        primaryKey: String, request: URLRequest, response: TransportResponse, requestTime: Int64,
+        responseTime: Int64, heuristicCap: Int64?
+    ) -> StoragePlan? {
+        guard response.status != 206, Freshness.isStorable(status: response.status, headers: response.headers) else {
+            return nil
+        }
+        let names = Self.varyNames(response.headers["Vary"])
+        guard !names.contains("*") else { return nil }
+        let lifetime = Freshness.lifetime(
+            status: response.status, headers: response.headers, responseTime: responseTime, heuristicCap: heuristicCap)
+        // Neither fresh for any time nor revalidatable: storing it could never save a byte.
+        guard lifetime > 0 || response.headers["ETag"] != nil || response.headers["Last-Modified"] != nil else {
+            return nil
+        }
+        return StoragePlan(
+            primaryKey: primaryKey,
+            key: names.isEmpty ? primaryKey : Self.variantKey(primaryKey, names: names, request: request),
+            varyNames: names,
+            response: StoredResponse(
+                status: response.status, headers: Self.storableFields(response.headers), lifetime: lifetime,
+                mustRevalidate: false, varyValues: Self.varyValues(names: names, request: request)),
+            validators: response.headers,
+            birth: Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: response.headers))
+    }
+
+    /// Stores a response to a GET as ``storagePlan(primaryKey:request:response:requestTime:responseTime:heuristicCap:)``
+    /// says; a 206 as a part, as `storePart` says.
     ///
     /// Runs under the URL's fetch lock, which is what keeps the variant list consistent.
-    /// - Parameter heuristicCap: the cap on a heuristic lifetime; `nil` for none.
     /// - Returns: what was stored, or `nil` if nothing was.
     @discardableResult
     func storeHTTPResponse(
@@ -267,58 +341,79 @@ extension CacheEngine {
                 primaryKey: primaryKey, request: request, response: response, requestTime: requestTime,
                 responseTime: responseTime, heuristicCap: heuristicCap)
         }
-        guard Freshness.isStorable(status: response.status, headers: response.headers) else { return nil }
-        let names = Self.varyNames(response.headers["Vary"])
-        guard !names.contains("*") else { return nil }
-        let lifetime = Freshness.lifetime(
-            status: response.status, headers: response.headers, responseTime: responseTime, heuristicCap: heuristicCap)
-        // Neither fresh for any time nor revalidatable: storing it could never save a byte.
-        guard lifetime > 0 || response.headers["ETag"] != nil || response.headers["Last-Modified"] != nil else {
-            return nil
-        }
+        let plan = storagePlan(
+            primaryKey: primaryKey, request: request, response: response, requestTime: requestTime,
+            responseTime: responseTime, heuristicCap: heuristicCap)
+        return try plan.map { try store($0, body: .data(response.body)) }
+    }
 
-        let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: response.headers)
-        let stored = StoredResponse(
-            status: response.status, headers: Self.storableFields(response.headers), lifetime: lifetime,
-            mustRevalidate: false, varyValues: Self.varyValues(names: names, request: request))
-
+    /// Stores a response as `plan` says, its body first: once it is stored, whatever it makes
+    /// unreachable goes (the URL's parts, variants of a URL that no longer varies), and the URL's
+    /// variant list names it. A body that fails to arrive stores nothing and removes nothing.
+    func store(_ plan: StoragePlan, body: ResponseBody) throws -> StoredOutcome {
+        let version = try storeResponse(
+            key: plan.key, body: body, plan.response, validators: plan.validators, birth: plan.birth)
+        let outcome = StoredOutcome(lifetime: plan.response.lifetime, birth: plan.birth, version: version)
         // A complete response holds all a stored part could: the parts go (RFC 9111 §4: the
         // most recent response is the one to use).
-        try removeParts(of: primaryKey)
-        let existing = try variantList(primaryKey)
-        if names.isEmpty {
+        try removeParts(of: plan.primaryKey)
+        let existing = try variantList(plan.primaryKey)
+        if plan.varyNames.isEmpty {
             // The URL no longer varies: its variants are unreachable now.
             for key in existing?.keys ?? [] { try remove(KeyHash(key: key), key: Array(key.utf8), reason: .superseded, at: nil) }
-            try storeResponse(key: primaryKey, body: response.body, stored, validators: response.headers, birth: birth)
-            return StoredOutcome(lifetime: lifetime, birth: birth)
+            return outcome
         }
-        let key = Self.variantKey(primaryKey, names: names, request: request)
-        try storeResponse(key: key, body: response.body, stored, validators: response.headers, birth: birth)
-        var list = existing ?? VariantList(names: names, keys: [])
-        list.names = names
-        if !list.keys.contains(key) { list.keys.append(key) }
+        var list = existing ?? VariantList(names: plan.varyNames, keys: [])
+        list.names = plan.varyNames
+        if !list.keys.contains(plan.key) { list.keys.append(plan.key) }
         if list != existing {
             var marker = EntryMetadata()
             marker.attributes = StoredHTTP.variants(list).encoded()
             let now = Clock.nowMilliseconds()
-            try store(key: primaryKey, data: Data(), metadata: marker, storedAt: now, expiresAt: .max)
+            try store(key: plan.primaryKey, data: Data(), metadata: marker, storedAt: now, expiresAt: .max)
         }
-        return StoredOutcome(lifetime: lifetime, birth: birth)
+        return outcome
     }
 
     /// Stores `response` and `body` under `key` as a version born at `birth`: the entry's
     /// validators are those of `validators`, its flag says whether its `Cache-Control` forbids
     /// reuse without revalidation, and it is kept as ``retention(birth:lifetime:now:)`` says.
-    func storeResponse(key: String, body: Data, _ response: StoredResponse, validators: HTTPHeaders, birth: Int64)
-        throws
-    {
+    @discardableResult
+    func storeResponse(
+        key: String, body: ResponseBody, _ response: StoredResponse, validators: HTTPHeaders, birth: Int64
+    ) throws -> StoredVersion {
         var response = response
         let directives = CacheControl(response.headers["Cache-Control"])
         response.mustRevalidate = directives.mustRevalidate || directives.noCache
         var metadata = EntryMetadata(etag: validators["ETag"], lastModified: validators["Last-Modified"])
         metadata.attributes = StoredHTTP.response(response).encoded()
         let expiresAt = retention(birth: birth, lifetime: response.lifetime, now: Clock.nowMilliseconds())
-        try store(key: key, data: body, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
+        let (entry, location) =
+            switch body {
+            case .data(let data):
+                try store(key: key, data: data, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
+            case .reading(let read):
+                try store(key: key, metadata: metadata, storedAt: birth, expiresAt: expiresAt, readingBody: read)
+            }
+        return StoredVersion(key: key, location: location, bodySize: entry.size)
+    }
+
+    /// The body of a version just stored, pinned and read back (a large one mapped, not read
+    /// into memory); `nil` if another process removed it since.
+    func pinnedBody(of version: StoredVersion) throws -> (any PinnedBody, Data)? {
+        let hash = KeyHash(key: version.key)
+        let read = try directory.perform("reading an entry") { () throws -> (any PinnedBody, BodyRead)? in
+            guard let (pinned, _) = try bodies.pin(hash, at: version.location, key: version.key, expectedSize: version.bodySize)
+            else { return nil }
+            return (pinned, try pinned.read())
+        }
+        switch read {
+        case (let pinned, .found(_, let data))?: return (pinned, data)
+        case nil, (_, .missing)?: return nil
+        case (_, .damaged)?:
+            try discard(hash, key: Array(version.key.utf8), at: version.location)
+            return nil
+        }
     }
 
     /// The variant list stored under a URL's key, if its responses vary.
@@ -392,7 +487,8 @@ extension CacheEngine {
         response.headers = revalidation.headers
         response.lifetime = revalidation.lifetime
         try storeResponse(
-            key: candidate.key, body: body, response, validators: revalidation.headers, birth: revalidation.birth)
+            key: candidate.key, body: candidate.largeBodyReader.map { .reading($0) } ?? .data(body), response,
+            validators: revalidation.headers, birth: revalidation.birth)
     }
 
     /// Removes what is stored for `url` (and each variant of it), journaled as `invalidated`.

@@ -82,7 +82,7 @@ extension CacheEngine {
             status: 206, headers: headers, responseTime: responseTime, heuristicCap: heuristicCap)
         let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: response.headers)
         try storeResponse(
-            key: PartialContent.key(primaryKey), body: body,
+            key: PartialContent.key(primaryKey), body: .data(body),
             StoredResponse(status: 206, headers: headers, lifetime: lifetime, mustRevalidate: false, varyValues: [:]),
             validators: headers, birth: birth)
         return StoredOutcome(lifetime: lifetime, birth: birth)

@@ -107,6 +107,26 @@ struct DelayedTransport: HTTPTransport {
         }
         return try await URLSessionTransport().send(request)
     }
+
+    func send(_ request: URLRequest, streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void)
+        async throws -> TransportResponse
+    {
+        if delay > 0 {
+            FileHandle.standardError.write(Data("sending\n".utf8))
+            try await Task.sleep(for: .milliseconds(delay))
+        }
+        return try await URLSessionTransport().send(request, streamingTo: receive)
+    }
+}
+
+/// This process's peak resident memory so far, in kilobytes (VmHWM), and its current (VmRSS).
+func residentKilobytes() -> (peak: Int, now: Int) {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    func field(_ name: String) -> Int {
+        let line = status.split(separator: "\n").first { $0.hasPrefix(name) } ?? ""
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+    return (field("VmHWM:"), field("VmRSS:"))
 }
 
 let arguments = CommandLine.arguments
@@ -349,6 +369,29 @@ do {
         let result = try await cache.fetch(request, transport: DelayedTransport())
         await cache.waitForBackgroundRevalidations()
         print("source=\(result.source) status=\(result.status) bytes=\(result.data.count) sha=\(KeyHash(key: String(decoding: result.data, as: UTF8.self)))")
+
+    case "fetch-memory":
+        // A fetch of a small URL first loads URLSession and libcurl; the peak resident memory
+        // of the large fetch that follows is then measured from what is resident after it.
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        _ = try await cache.fetch(URLRequest(url: URL(string: arguments[4])!))
+        // With "download", the body goes to a file (download(for:)) instead.
+        let before = residentKilobytes().now
+        let url = URL(string: arguments[3])!
+        let (source, body, grown): (String, Data, Int)
+        if arguments.count > 6, arguments[6] == "download" {
+            let (file, response) = try await cache.download(from: url)
+            defer { try? FileManager.default.removeItem(at: file) }
+            let hit = response.value(forHTTPHeaderField: "Cache-Status")?.contains("hit") == true
+            (source, grown) = (hit ? "fresh" : "downloaded", residentKilobytes().peak - before)
+            body = try Data(contentsOf: file, options: .alwaysMapped)
+        } else {
+            let result = try await cache.fetch(URLRequest(url: url))
+            (source, body, grown) = ("\(result.source)", result.data, residentKilobytes().peak - before)
+        }
+        // Only now is the body touched, to check it against the file the origin serves.
+        let expected = try Data(contentsOf: URL(fileURLWithPath: arguments[5]), options: .alwaysMapped)
+        print("source=\(source) bytes=\(body.count) intact=\(body == expected) grown_kb=\(grown)")
 
     case "session-fetch":
         let cache = try SharedCache(directory: directory, configuration: configuration)

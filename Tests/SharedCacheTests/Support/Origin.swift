@@ -10,7 +10,9 @@ import SharedCacheTestSupport
 /// Last-Modified gives heuristic freshness); `/fresh/` adds `expires 1h` (long, so that a slow
 /// machine cannot outlast it); `/nostore/` adds `Cache-Control: no-store`;
 /// `/vary/page` serves `/vary/<language>.txt` by `Accept-Language` with `Vary` and an hour of
-/// freshness; `/slow/` sends at 1 MB/s, `/stall/` at 100 KB/s; `/things/` answers POST with 201.
+/// freshness; `/slow/` sends at 1 MB/s, `/stall/` at 100 KB/s, `/rated/` at 100 MB/s (a fast
+/// network, not loopback's several GB/s) with an hour of freshness;
+/// `/updated/` is stale at once and answers any `If-None-Match` with a 304 that adds a field; `/things/` answers POST with 201.
 /// `/h/NAME/` send the headers the conformance tests need (see ``ruleLocations``), and
 /// `/status/NAME` fixed statuses with fixed headers.
 final class Origin {
@@ -55,12 +57,17 @@ final class Origin {
             location = /vary/page { add_header Vary Accept-Language; expires 1h; try_files /vary/$language.txt =404; }
             location /slow/ { limit_rate 1m; }
             location /stall/ { limit_rate 100k; }
+            location /updated/ {
+                add_header Cache-Control max-age=0;
+                if ($http_if_none_match) { add_header Cache-Control max-age=0; add_header X-Revalidated yes; return 304; }
+            }
+            location /rated/ { sendfile off; output_buffers 1 256k; limit_rate 100m; expires 1h; }
             location /things/ { if ($request_method = POST) { return 201; } }
             \(Self.ruleLocations)
             """
         guard
             let server = try LoopbackOrigin(root: directory.path, http: http, locations: locations, populate: { www in
-                for folder in ["fresh", "nostore", "vary", "slow", "stall", "things", "plain", "heuristic", "h"] + Self.ruleFolders {
+                for folder in ["fresh", "nostore", "vary", "slow", "stall", "rated", "updated", "things", "plain", "heuristic", "h"] + Self.ruleFolders {
                     try FileManager.default.createDirectory(atPath: "\(www)/\(folder)", withIntermediateDirectories: true)
                 }
             })

@@ -15,6 +15,13 @@ enum Requirements {
     /// Linux's view of a process's open descriptors.
     static let hasProcFileDescriptors = FileManager.default.fileExists(atPath: "/proc/self/fd")
 
+    /// Whether the tests run under the thread or address sanitizer (`Tools/tests/run` sets
+    /// their options), whose shadow memory and slowdown make memory and timing figures not the
+    /// program's own.
+    static let underSanitizer = ["TSAN_OPTIONS", "ASAN_OPTIONS"].contains {
+        ProcessInfo.processInfo.environment[$0] != nil
+    }
+
     static func isInstalled(_ path: String) -> Bool { FileManager.default.isExecutableFile(atPath: path) }
 }
 

@@ -1,0 +1,181 @@
+import Foundation
+import SharedCacheEngine
+import SharedCachePlatform
+
+/// Where a downloaded body goes as it arrives: into memory, until it outgrows
+/// ``memoryLimit`` and the response is one to store; from then on into its entry's file,
+/// through a ``BodyPipe`` read by a store running on a thread of its own. So a body of any
+/// size that is stored costs a few megabytes of memory, and the caller gets it back mapped.
+///
+/// A body that is not stored (its response forbids it, or the fetch does not hold its URL's
+/// lock) is held in memory whole.
+///
+/// Thread-safe: the transport calls ``receive(_:)`` on its own thread, one call at a time; the
+/// exchange calls the rest once the transport is done.
+final class DownloadReceiver: @unchecked Sendable {
+    /// Bodies up to this size are received into memory and stored from there (packed when
+    /// small); a larger one streams to a blob file, which is read back mapped.
+    static let memoryLimit = Int(BlobFileStore.mappingThreshold)
+
+    /// What came back, once the transport is done.
+    enum Received {
+        /// The body, in memory, not stored yet.
+        case whole(TransportResponse)
+        /// The response was stored as it arrived; the body is the stored one, pinned and
+        /// mapped.
+        case stored(TransportResponse, CacheEngine.StoredOutcome, any PinnedBody)
+    }
+
+    private struct State {
+        var head: TransportResponse?
+        var headTime: Int64 = 0
+        var memory = Data()
+        var received: Int64 = 0
+        var pipe: BodyPipe?
+        var storing: Storing?
+    }
+
+    private let cache: CacheEngine
+    /// How to store a response with this head, received at this time; `nil` not to store it.
+    private let plan: @Sendable (TransportResponse, Int64) -> CacheEngine.StoragePlan?
+    private let state = Locked(State())
+
+    init(cache: CacheEngine, plan: @escaping @Sendable (TransportResponse, Int64) -> CacheEngine.StoragePlan?) {
+        self.cache = cache
+        self.plan = plan
+    }
+
+    /// Takes the next thing the transport hands on.
+    ///
+    /// - Throws: ``BodyPipe/StoreStopped`` once the store failed: the transfer stops, and
+    ///   ``abandon(because:)`` says why.
+    func receive(_ event: TransportEvent) throws {
+        switch event {
+        case .head(let head):
+            // A transport that sent the request again starts over, before any body.
+            state.withLock { $0 = State(head: head, headTime: Clock.nowMilliseconds()) }
+        case .body(let data):
+            let next = state.withLock { state -> (BodyPipe, Data)? in
+                state.received += Int64(data.count)
+                if let pipe = state.pipe { return (pipe, data) }
+                state.memory.append(data)
+                guard state.memory.count > Self.memoryLimit, let head = state.head,
+                    let plan = plan(head, state.headTime)
+                else { return nil }
+                let (pipe, cache) = (BodyPipe(), cache)
+                state.pipe = pipe
+                state.storing = Storing {
+                    defer { pipe.stopReading() }
+                    return try cache.store(plan, body: .reading(pipe.next))
+                }
+                defer { state.memory = Data() }
+                return (pipe, state.memory)
+            }
+            if let (pipe, bytes) = next { try pipe.push(bytes) }
+        }
+    }
+
+    /// The response, once the transport returned: the body whole, or stored. A body shorter
+    /// than its `Content-Length` says is not a response: nothing is stored.
+    ///
+    /// - Throws: ``BodyPipe/Incomplete`` for a body cut short; the store's error if it failed.
+    func finish() async throws -> Received {
+        let (head, memory, received, pipe, storing) = state.withLock {
+            ($0.head, $0.memory, $0.received, $0.pipe, $0.storing)
+        }
+        guard var response = head else { throw URLError(.badServerResponse) }
+        if let incomplete = Self.incompleteness(of: response, received: received) {
+            if let storing { try? await abandon(storing, pipe, because: incomplete) }
+            throw incomplete
+        }
+        guard let pipe, let storing else {
+            response.body = memory
+            return .whole(response)
+        }
+        pipe.finish()
+        let outcome = try await storing.value
+        let cache = cache
+        guard let version = outcome.version,
+            let (pinned, body) = try await cache.offPool({ try cache.pinnedBody(of: version) })
+        else {
+            throw SharedCacheError(
+                .notCached, "the response was stored, then removed by another process before it could be read; "
+                    + "fetch it again")
+        }
+        response.body = body
+        return .stored(response, outcome, pinned)
+    }
+
+    /// The transfer failed with `error`: the store (if one started) stops and removes what it
+    /// wrote, and is waited for.
+    func abandon(because error: any Error) async {
+        let (pipe, storing) = state.withLock { ($0.pipe, $0.storing) }
+        if let storing { try? await abandon(storing, pipe, because: error) }
+    }
+
+    /// Why the store failed, once the transfer stopped because it did
+    /// (``BodyPipe/StoreStopped``).
+    func storeFailure() async -> any Error {
+        guard let storing = state.withLock({ $0.storing }) else { return BodyPipe.StoreStopped() }
+        do {
+            _ = try await storing.value
+            return BodyPipe.StoreStopped()
+        } catch {
+            return error
+        }
+    }
+
+    private func abandon(_ storing: Storing, _ pipe: BodyPipe?, because error: any Error) async throws {
+        pipe?.fail(error)
+        _ = try await storing.value
+    }
+
+    /// Why a body of `received` bytes is not the whole of `response`'s, if it is not: its
+    /// `Content-Length` names another size. (A body the transport decoded from a
+    /// `Content-Encoding` has a size of its own, so only an unencoded one is checked.)
+    static func incompleteness(of response: TransportResponse, received: Int64) -> BodyPipe.Incomplete? {
+        let coding = response.headers["Content-Encoding"]?.trimmingSpaces().lowercased() ?? "identity"
+        guard response.status != 304, response.status != 204, coding == "identity", let field = response.headers["Content-Length"],
+            let length = Int64(field.trimmingSpaces()), length != received
+        else { return nil }
+        return BodyPipe.Incomplete(reason: "the body ended after \(received) of the \(length) bytes it announced")
+    }
+}
+
+/// A store running on a thread of its own, its outcome awaited later. The store waits for the
+/// body as it arrives (for minutes, on a slow network), so it takes a thread from no pool: not
+/// the cooperative pool (the receiver feeding it may block one of its threads, and the store
+/// would wait for itself), nor Dispatch's global queues (whose few threads the cache's other
+/// blocking work shares; a store holding one would stall it, and a store waiting for one would
+/// stall, through the full pipe, every transfer of the session).
+private final class Storing: Sendable {
+    private let state = Locked<(outcome: Result<CacheEngine.StoredOutcome, any Error>?, waiter: Waiter?)>((nil, nil))
+    private typealias Waiter = CheckedContinuation<CacheEngine.StoredOutcome, any Error>
+
+    init(_ work: @escaping @Sendable () throws -> CacheEngine.StoredOutcome) {
+        let thread = Thread { self.finish(Result { try work() }) }
+        thread.name = "SharedCache store"
+        thread.start()
+    }
+
+    private func finish(_ outcome: Result<CacheEngine.StoredOutcome, any Error>) {
+        let waiter = state.withLock { state -> Waiter? in
+            state.outcome = outcome
+            return state.waiter
+        }
+        waiter?.resume(with: outcome)
+    }
+
+    /// What the store did, once it is done.
+    var value: CacheEngine.StoredOutcome {
+        get async throws {
+            try await withCheckedThrowingContinuation { (waiter: Waiter) in
+                let outcome = state.withLock { state -> Result<CacheEngine.StoredOutcome, any Error>? in
+                    if state.outcome == nil { state.waiter = waiter }
+                    return state.outcome
+                }
+                if let outcome { waiter.resume(with: outcome) }
+            }
+        }
+    }
+}
