@@ -1,68 +1,50 @@
 import Foundation
 import SharedCache
 import SharedCacheCLI
+import SharedCachePlatform
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 
-/// URLSession through a delegate, so `fetch` can show a progress line while a body arrives.
-/// Like ``URLSessionTransport``, it keeps no cache of its own.
+/// ``URLSessionTransport`` with a progress line drawn as a body arrives. Like it, it keeps no
+/// cache of its own, and hands the body on in pieces, so a large one streams to its entry.
 struct ProgressTransport: HTTPTransport {
     let progress: ProgressLine
-
-    func send(_ request: URLRequest) async throws -> TransportResponse {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.urlCache = nil
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        let receiver = BodyReceiver(progress: progress)
-        let session = URLSession(configuration: configuration, delegate: receiver, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
-        return try await withCheckedThrowingContinuation { continuation in
-            receiver.continuation = continuation
-            session.dataTask(with: request).resume()
-        }
-    }
-}
-
-/// Collects one response. URLSession calls a delegate serially, from its delegate queue.
-private final class BodyReceiver: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    var continuation: CheckedContinuation<TransportResponse, any Error>?
-    private let progress: ProgressLine
-    private var response: HTTPURLResponse?
-    private var body = Data()
+    private let transport = URLSessionTransport()
 
     init(progress: ProgressLine) {
         self.progress = progress
     }
 
-    func urlSession(
-        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
-    ) {
-        self.response = response as? HTTPURLResponse
-        completionHandler(.allow)
-    }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        body.append(data)
-        let expected = response?.expectedContentLength ?? -1
-        progress.update(received: body.count, expected: expected > 0 ? Int(expected) : nil)
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        progress.finish()
-        if let error {
-            continuation?.resume(throwing: error)
-        } else if let response {
-            var headers = HTTPHeaders()
-            for (name, value) in response.allHeaderFields { headers.append("\(name)", "\(value)") }
-            continuation?.resume(
-                returning: TransportResponse(status: response.statusCode, headers: headers, body: body, url: response.url))
-        } else {
-            continuation?.resume(throwing: URLError(.badServerResponse))
+    func send(_ request: URLRequest, streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void)
+        async throws -> TransportResponse
+    {
+        let counted = Locked((received: 0, expected: Int?.none))
+        let progress = progress
+        defer { progress.finish() }
+        return try await transport.send(request) { event in
+            let (received, expected) = counted.withLock { counted in
+                switch event {
+                case .head(let head):
+                    counted = (0, head.headers["Content-Length"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) })
+                case .body(let piece):
+                    counted.received += piece.count
+                }
+                return counted
+            }
+            progress.update(received: received, expected: expected)
+            try receive(event)
         }
-        continuation = nil
+    }
+
+    func send(_ request: URLRequest) async throws -> TransportResponse {
+        let body = Locked(Data())
+        var response = try await send(request) { event in
+            if case .body(let piece) = event { body.withLock { $0.append(piece) } }
+        }
+        response.body = body.withLock { $0 }
+        return response
     }
 }
 
