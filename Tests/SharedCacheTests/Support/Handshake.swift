@@ -26,3 +26,19 @@ func eventually(
         try await Task.sleep(for: .milliseconds(2))
     }
 }
+
+/// Runs `body`, which blocks (it waits for a process), on a thread of its own, so that an async
+/// test waiting for it holds none of the cooperative pool's few threads meanwhile.
+func offThePool<Result: Sendable>(_ body: @escaping @Sendable () throws -> Result) async throws -> Result {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Swift.Result { try body() }) }.start()
+    }
+}
+
+/// Makes `path` a file of `size` zero bytes that takes no space (a hole), world-readable: a
+/// body for a slow download that lasts minutes, written in an instant.
+func makeSparseFile(_ path: String, size: Int) throws {
+    guard FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o644]),
+        truncate(path, off_t(size)) == 0
+    else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path]) }
+}
