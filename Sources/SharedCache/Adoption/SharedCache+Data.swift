@@ -121,10 +121,11 @@ extension SharedCache {
         }
     }
 
-    /// ``fetch(_:options:transport:)`` with the request's `cachePolicy` applied to `options`.
-    func fetch(honouringCachePolicyOf request: URLRequest, options: FetchOptions) async throws(SharedCacheError)
-        -> FetchResult
-    {
+    /// ``fetch(_:options:transport:)`` with the request's `cachePolicy` applied to `options`,
+    /// and `observer` shown a download as it arrives.
+    func fetch(
+        honouringCachePolicyOf request: URLRequest, options: FetchOptions, observer: ResponseObserver? = nil
+    ) async throws(SharedCacheError) -> FetchResult {
         var options = options
         var request = request
         switch request.cachePolicy {
@@ -147,6 +148,6 @@ extension SharedCache {
         default:
             break
         }
-        return try await fetch(request, options: options)
+        return try await fetch(request, options: options, transport: URLSessionTransport(), observer: observer)
     }
 }

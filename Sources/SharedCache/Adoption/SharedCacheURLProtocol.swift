@@ -24,10 +24,10 @@ import SharedCachePlatform
 /// stored. Failures reach the app as the `URLError`s URLSession would report
 /// (``SharedCacheError/urlError(for:)``).
 ///
-/// - Note: The body is delivered in one piece once the fetch has it whole (a large one mapped
-///   from its stored file, not copied), so a download's progress is not reported as it arrives:
-///   swift-corelibs-foundation keeps only the last piece a protocol hands a task with a
-///   completion handler.
+/// A download reaches the client as it arrives on Darwin: the response once its body starts,
+/// then each piece. On Linux the body is delivered in one piece once the fetch has it whole (a
+/// large one mapped from its stored file, not copied), because swift-corelibs-foundation keeps
+/// only the last piece a protocol hands a task with a completion handler.
 /// - Note: Redirects are followed by the cache's own transport; the app sees the final
 ///   response, whose `url` names where it came from.
 ///
@@ -37,6 +37,8 @@ public class SharedCacheURLProtocol: URLProtocol {
     private struct State {
         var work: Task<Void, Never>?
         var stopped = false
+        /// The response went to the client while its body arrived.
+        var streamed = false
     }
 
     private let state = Locked(State())
@@ -79,10 +81,12 @@ public class SharedCacheURLProtocol: URLProtocol {
         }
         let caller = ClientThread()
         let loader = Unchecked(self)
+        let observer = Self.observer(of: loader, calling: caller)
         let work = Task {
             let outcome: Result<(Data, HTTPURLResponse), URLError>
             do throws(SharedCacheError) {
-                let result = try await cache.fetch(honouringCachePolicyOf: request, options: FetchOptions())
+                let result = try await cache.fetch(
+                    honouringCachePolicyOf: request, options: FetchOptions(), observer: observer)
                 if let response = result.httpResponse {
                     outcome = .success((result.data, response))
                 } else {
@@ -114,10 +118,45 @@ public class SharedCacheURLProtocol: URLProtocol {
         DispatchQueue.global().async { work.cancel() }
     }
 
+    #if canImport(Darwin)
+    /// What shows the client a download as it arrives: on Darwin, each call queued to the
+    /// client's thread in order.
+    private static func observer(of loader: Unchecked<SharedCacheURLProtocol>, calling caller: ClientThread)
+        -> ResponseObserver?
+    {
+        ResponseObserver(
+            response: { result in caller.perform { loader.value.begin(result) } },
+            piece: { data in caller.perform { loader.value.load(data) } })
+    }
+    #else
+    /// None on Linux (see the type's discussion).
+    private static func observer(of loader: Unchecked<SharedCacheURLProtocol>, calling caller: ClientThread)
+        -> ResponseObserver?
+    {
+        nil
+    }
+    #endif
+
+    /// Hands the client the response whose body is arriving.
+    private func begin(_ result: FetchResult) {
+        guard !state.withLock({ $0.stopped }), let client, let response = result.httpResponse else { return }
+        state.withLock { $0.streamed = true }
+        client.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+    }
+
+    /// Hands the client the next piece of the body ``begin(_:)`` announced.
+    private func load(_ data: Data) {
+        guard state.withLock({ $0.streamed && !$0.stopped }), let client else { return }
+        client.urlProtocol(self, didLoad: data)
+    }
+
     /// Hands the outcome to the client, unless the task was stopped meanwhile.
     private func deliver(_ outcome: Result<(Data, HTTPURLResponse), URLError>) {
-        guard !state.withLock({ $0.stopped }), let client else { return }
+        let (stopped, streamed) = state.withLock { ($0.stopped, $0.streamed) }
+        guard !stopped, let client else { return }
         switch outcome {
+        case .success where streamed:
+            client.urlProtocolDidFinishLoading(self)
         case .success(let (data, response)):
             client.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
             // One call with the whole body: swift-corelibs-foundation keeps only the last

@@ -29,21 +29,40 @@ final class DownloadReceiver: @unchecked Sendable {
     private struct State {
         var head: TransportResponse?
         var headTime: Int64 = 0
+        /// How the response is to be stored, decided when its head arrived.
+        var plan: CacheEngine.StoragePlan?
+        /// Whether the observer was shown the response.
+        var announced = false
         var memory = Data()
         var received: Int64 = 0
         var pipe: BodyPipe?
         var storing: Storing?
     }
 
+    /// Who is shown the response while it arrives, and how it would be served (`nil`: not as
+    /// it came, so it is not shown).
+    struct Announcement: Sendable {
+        var observer: ResponseObserver
+        var served: @Sendable (TransportResponse, CacheEngine.StoragePlan?) -> FetchResult?
+    }
+
     private let cache: CacheEngine
     /// How to store a response with this head, received at this time; `nil` not to store it.
     private let plan: @Sendable (TransportResponse, Int64) -> CacheEngine.StoragePlan?
+    private let announcement: Announcement?
     private let state = Locked(State())
 
-    init(cache: CacheEngine, plan: @escaping @Sendable (TransportResponse, Int64) -> CacheEngine.StoragePlan?) {
+    init(
+        cache: CacheEngine, announcement: Announcement? = nil,
+        plan: @escaping @Sendable (TransportResponse, Int64) -> CacheEngine.StoragePlan?
+    ) {
         self.cache = cache
+        self.announcement = announcement
         self.plan = plan
     }
+
+    /// Whether the observer was shown the response: the fetch must end with it, or fail.
+    var announced: Bool { state.withLock { $0.announced } }
 
     /// Takes the next thing the transport hands on.
     ///
@@ -53,15 +72,27 @@ final class DownloadReceiver: @unchecked Sendable {
         switch event {
         case .head(let head):
             // A transport that sent the request again starts over, before any body.
-            state.withLock { $0 = State(head: head, headTime: Clock.nowMilliseconds()) }
+            let time = Clock.nowMilliseconds()
+            let plan = plan(head, time)
+            state.withLock { $0 = State(head: head, headTime: time, plan: plan) }
         case .body(let data):
+            guard !data.isEmpty else { return }
+            // The response is shown once its body starts: a head that comes again (a resend)
+            // comes before any body.
+            let shown = state.withLock { state -> FetchResult? in
+                guard !state.announced, let head = state.head, let announcement,
+                    let served = announcement.served(head, state.plan)
+                else { return nil }
+                state.announced = true
+                return served
+            }
+            if let shown { announcement?.observer.response(shown) }
+            if announced { announcement?.observer.piece(data) }
             let next = state.withLock { state -> (BodyPipe, Data)? in
                 state.received += Int64(data.count)
                 if let pipe = state.pipe { return (pipe, data) }
                 state.memory.append(data)
-                guard state.memory.count > Self.memoryLimit, let head = state.head,
-                    let plan = plan(head, state.headTime)
-                else { return nil }
+                guard state.memory.count > Self.memoryLimit, let plan = state.plan else { return nil }
                 let (pipe, cache) = (BodyPipe(), cache)
                 state.pipe = pipe
                 state.storing = Storing {

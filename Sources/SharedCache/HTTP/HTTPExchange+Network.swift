@@ -31,7 +31,21 @@ extension HTTPExchange {
         // Under the URL's lock, a body to store goes to its entry's file as it arrives; but a
         // 5xx that a stale response may answer instead is never stored.
         let (cache, request, heuristicCap) = (cache, request, heuristicCap)
-        let receiver = DownloadReceiver(cache: cache) { head, responseTime in
+        let forwarded = status
+        let announcement = observer.map { observer in
+            DownloadReceiver.Announcement(observer: observer) { [self] head, plan in
+                guard head.status != 304, head.status < 500 || fallback == nil else { return nil }
+                var shown = forwarded
+                shown.forwardStatus = head.status
+                shown.stored = plan != nil
+                shown.ttl = plan.map {
+                    CacheEngine.StoredOutcome(lifetime: $0.response.lifetime, birth: $0.birth)
+                        .ttl(at: Clock.nowMilliseconds())
+                }
+                return downloaded(head, shown)
+            }
+        }
+        let receiver = DownloadReceiver(cache: cache, announcement: announcement) { head, responseTime in
             guard locked, head.status < 500 || fallback == nil else { return nil }
             return cache.storagePlan(
                 primaryKey: primaryKey, request: request, response: head, requestTime: requestTime,
@@ -41,7 +55,8 @@ extension HTTPExchange {
         do {
             received = try await deliver(outgoing, to: receiver)
         } catch {
-            if let stale = try await staleAnswer(fallback, status: status) { return stale }
+            // A response already shown is what this fetch answers, or it fails.
+            if !receiver.announced, let stale = try await staleAnswer(fallback, status: status) { return stale }
             throw error
         }
         let responseTime = Clock.nowMilliseconds()

@@ -15,6 +15,8 @@ struct HTTPExchange: Sendable {
     let url: URL
     let options: FetchOptions
     let transport: any HTTPTransport
+    /// Shown a download as it arrives (the URL protocol's client, on Darwin).
+    var observer: ResponseObserver? = nil
 
     var method: String { (request.httpMethod ?? "GET").uppercased() }
 

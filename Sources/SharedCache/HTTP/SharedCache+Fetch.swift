@@ -148,12 +148,20 @@ extension SharedCache {
         _ request: URLRequest, options: FetchOptions = FetchOptions(),
         transport: any HTTPTransport = URLSessionTransport()
     ) async throws(SharedCacheError) -> FetchResult {
+        try await fetch(request, options: options, transport: transport, observer: nil)
+    }
+
+    /// ``fetch(_:options:transport:)``, with `observer` shown a download as it arrives.
+    func fetch(
+        _ request: URLRequest, options: FetchOptions, transport: any HTTPTransport, observer: ResponseObserver?
+    ) async throws(SharedCacheError) -> FetchResult {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw SharedCacheError(.invalidArgument, "fetch needs an http or https URL, not \(request.url?.absoluteString ?? "none")")
         }
         let what = "\(request.httpMethod ?? "GET") \(url.absoluteString)"
         do {
-            let exchange = HTTPExchange(cache: engine, request: request, url: url, options: options, transport: transport)
+            let exchange = HTTPExchange(
+                cache: engine, request: request, url: url, options: options, transport: transport, observer: observer)
             return try await exchange.run()
         } catch let failure as TransportFailure {
             throw failure.explained(what)
