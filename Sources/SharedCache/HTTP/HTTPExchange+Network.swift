@@ -141,18 +141,17 @@ extension HTTPExchange {
     }
 
     /// Applies a 304's or a HEAD's fields to the stored response: usually one journal append,
-    /// else a new version (when other fields changed); either way off the pool, as an append may
-    /// wait for the journal's append lock.
+    /// made inline like any other (microseconds; fewer than a trip off the pool and back); else a
+    /// new version (when other fields changed), written off the pool when its body is large.
     func freshen(
         _ candidate: StoredCandidate, body: Data, by update: HTTPHeaders, _ requestTime: Int64, _ responseTime: Int64
     ) async throws -> CacheEngine.Revalidation {
         let cache = cache
         let revalidation = cache.revalidation(
             of: candidate, by: update, requestTime: requestTime, responseTime: responseTime, heuristicCap: heuristicCap)
-        try await cache.offPool {
-            if try !(revalidation.changesOnlyFreshness && cache.journalFreshening(candidate, revalidation)) {
-                try cache.storeRevalidated(candidate, body: body, revalidation)
-            }
+        if revalidation.changesOnlyFreshness, try cache.journalFreshening(candidate, revalidation) { return revalidation }
+        try await cache.offPool(when: candidate.entry.bodySize > CacheEngine.inlineReadLimit) {
+            try cache.storeRevalidated(candidate, body: body, revalidation)
         }
         return revalidation
     }

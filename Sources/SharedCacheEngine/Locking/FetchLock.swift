@@ -5,6 +5,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import Foundation
 package import SharedCacheFormat
 package import SharedCachePlatform
 
@@ -30,7 +31,6 @@ package final class FetchLock: @unchecked Sendable {
     private let directory: CacheDirectory
     private let name: String
     private let file: FileDescriptor
-    private let beating = Locked<Task<Void, Never>?>(nil)
 
     private init(directory: CacheDirectory, name: String, file: consuming FileDescriptor) {
         self.directory = directory
@@ -38,22 +38,9 @@ package final class FetchLock: @unchecked Sendable {
         self.file = file
     }
 
-    /// Shows a sign of life now, and every ``heartbeat`` until ``release()``.
-    private func startBeating() {
-        beat()
-        let task = Task.detached { [weak self] in
-            while true {
-                try? await Task.sleep(for: FetchLock.heartbeat)
-                guard !Task.isCancelled, let self else { return }
-                self.beat()
-            }
-        }
-        beating.withLock { $0 = task }
-    }
-
     /// Moves the file's modification time by changing its size (one `ftruncate` of a one-byte
     /// file: microseconds, like a journal append; a size change updates the time everywhere).
-    private func beat() {
+    fileprivate func beat() {
         guard let size = try? file.status().size else { return }
         try? file.truncate(to: size == 0 ? 1 : 0)
     }
@@ -94,7 +81,7 @@ package final class FetchLock: @unchecked Sendable {
             let current = try directory.status(of: name)
             if let current, current.inode == (try file.status()).inode {
                 let lock = FetchLock(directory: directory, name: name, file: file)
-                lock.startBeating()
+                Heartbeats.shared.add(lock)
                 return (lock, waited)
             }
         }
@@ -114,10 +101,7 @@ package final class FetchLock: @unchecked Sendable {
 
     /// Stops the heartbeat and lets the next fetch of the URL go.
     package func release() {
-        beating.withLock { task in
-            task?.cancel()
-            task = nil
-        }
+        Heartbeats.shared.remove(self)
         file.unlock()
     }
 
@@ -137,5 +121,55 @@ package final class FetchLock: @unchecked Sendable {
             swept += 1
         }
         return swept
+    }
+}
+
+/// The one thread per process that shows every fetch lock it holds alive, once a
+/// ``FetchLock/heartbeat``: no task or timer per fetch, which cost a revalidation more than
+/// its lock's system calls. A lock's first sign of life may come up to a heartbeat after it is
+/// taken; a waiter judges a holder stalled only after waiting several.
+private final class Heartbeats: @unchecked Sendable {
+    static let shared = Heartbeats()
+
+    private struct Held {
+        weak var lock: FetchLock?
+    }
+
+    private struct State {
+        var held: [ObjectIdentifier: Held] = [:]
+        var started = false
+    }
+
+    private let state = Locked(State())
+
+    func add(_ lock: FetchLock) {
+        let start = state.withLock { state -> Bool in
+            state.held[ObjectIdentifier(lock)] = Held(lock: lock)
+            defer { state.started = true }
+            return !state.started
+        }
+        guard start else { return }
+        let thread = Thread { [self] in
+            while true {
+                Thread.sleep(forTimeInterval: Double(FetchLock.heartbeat.nanoseconds) / 1e9)
+                beat()
+            }
+        }
+        thread.name = "SharedCache fetch heartbeat"
+        thread.start()
+    }
+
+    func remove(_ lock: FetchLock) {
+        state.withLock { _ = $0.held.removeValue(forKey: ObjectIdentifier(lock)) }
+    }
+
+    /// Beats every lock still held; forgets those dropped without a release (their descriptor,
+    /// and with it the lock, went with them).
+    private func beat() {
+        let locks = state.withLock { state -> [FetchLock] in
+            state.held = state.held.filter { $0.value.lock != nil }
+            return state.held.values.compactMap(\.lock)
+        }
+        for lock in locks { lock.beat() }
     }
 }
