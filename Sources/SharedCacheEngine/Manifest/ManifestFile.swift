@@ -41,7 +41,9 @@ enum ManifestFile {
             guard status.size == Int64(header.fileSize) else { throw FormatError.truncated }
 
             var index = Index()
-            index.reserveCapacity(Int(header.entryCount))
+            // The journal's tail is replayed over this index next: room for it to grow by an
+            // eighth without moving.
+            index.reserveCapacity(Int(header.entryCount), headroom: Int(header.entryCount) / 8 + 1024)
             var checksum: UInt32 = 0
             var offset = ManifestCoding.headerSize
             let end = header.fileSize - ManifestCoding.trailerSize
