@@ -6,16 +6,17 @@ import Glibc
 import Musl
 #endif
 
-/// Bytes of a file mapped read-only, unmapped when this goes: a large body handed to a caller
+/// Bytes of a file mapped privately, unmapped when this goes: a large body handed to a caller
 /// without reading it into memory (the kernel pages it in as it is touched, and may drop those
-/// pages again under pressure, as it does the page cache).
+/// pages again under pressure, as it does the page cache). Writable, because `Data` made over
+/// it may be changed in place: a written page is copied for this process, never written back.
 ///
 /// The mapping outlives the descriptor it was made from and the file's name. Touching it past
 /// the end of the file raises SIGBUS, so only files nobody shrinks are mapped: blobs, which are
 /// written once and renamed into place, and never rewritten.
 package final class MappedBytes: @unchecked Sendable {
     /// The first byte asked for; valid while this object lives.
-    package let start: UnsafeRawPointer
+    package let start: UnsafeMutableRawPointer
     package let count: Int
     private let mapping: UnsafeMutableRawPointer
     private let mappedSize: Int
@@ -23,7 +24,7 @@ package final class MappedBytes: @unchecked Sendable {
     fileprivate init(mapping: UnsafeMutableRawPointer, mappedSize: Int, skip: Int, count: Int) {
         self.mapping = mapping
         self.mappedSize = mappedSize
-        start = UnsafeRawPointer(mapping + skip)
+        start = mapping + skip
         self.count = count
     }
 
@@ -31,14 +32,14 @@ package final class MappedBytes: @unchecked Sendable {
 }
 
 extension FileDescriptor {
-    /// Maps `count` bytes of the file from `offset` for reading. The C function is `mmap`.
-    package func mapReadOnly(offset: Int64, count: Int) throws(SystemError) -> MappedBytes {
+    /// Maps `count` bytes of the file from `offset`, privately. The C function is `mmap`.
+    package func mapPrivately(offset: Int64, count: Int) throws(SystemError) -> MappedBytes {
         let page = Int64(sysconf(Int32(_SC_PAGESIZE)))
         let aligned = offset - offset % page
         let skip = Int(offset - aligned)
         // mmap refuses a zero length: an empty range maps one byte (never touched).
         let size = max(skip + count, 1)
-        let mapping = try System.mapReadOnly(rawValue, offset: aligned, size: size)
+        let mapping = try System.mapPrivate(rawValue, offset: aligned, size: size)
         return MappedBytes(mapping: mapping, mappedSize: size, skip: skip, count: count)
     }
 }

@@ -309,19 +309,23 @@ package enum System {
         return mapped
     }
 
-    /// Maps `size` bytes of a file from `offset` (a multiple of the page size) for reading
-    /// only. The C function is `mmap` with `PROT_READ` and `MAP_SHARED`.
-    static func mapReadOnly(_ descriptor: Int32, offset: Int64, size: Int) throws(SystemError) -> UnsafeMutableRawPointer {
+    /// Maps `size` bytes of a file from `offset` (a multiple of the page size) privately: the
+    /// pages are the file's until written, and a write copies the page for this process alone,
+    /// never reaching the file. The C function is `mmap` with `MAP_PRIVATE`.
+    static func mapPrivate(_ descriptor: Int32, offset: Int64, size: Int) throws(SystemError)
+        -> UnsafeMutableRawPointer
+    {
         #if DEBUG
         if Failpoint.isArmed, let injected = Failpoint.error("mmap") { throw SystemError("mmap", errno: injected) }
         #endif
-        guard let mapped = mmap(nil, size, PROT_READ, MAP_SHARED, descriptor, off_t(offset)), mapped != MAP_FAILED
+        let protection = PROT_READ | PROT_WRITE
+        guard let mapped = mmap(nil, size, protection, MAP_PRIVATE, descriptor, off_t(offset)), mapped != MAP_FAILED
         else { throw SystemError("mmap", errno: errno) }
         return mapped
     }
 
-    /// Unmaps what ``mapShared(_:size:)`` or ``mapReadOnly(_:offset:size:)`` mapped. The C function is `munmap`; it fails only for
-    /// arguments that were never mapped, a bug.
+    /// Unmaps what ``mapShared(_:size:)`` or ``mapPrivate(_:offset:size:)`` mapped. The C
+    /// function is `munmap`; it fails only for arguments that were never mapped, a bug.
     static func unmap(_ address: UnsafeMutableRawPointer, size: Int) {
         let result = munmap(address, size)
         precondition(result == 0, "SharedCache unmapped memory it had not mapped")

@@ -69,11 +69,13 @@ extension SharedCache {
         URL, HTTPURLResponse
     ) {
         let (result, response) = try await load(request, options: options)
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("SharedCache-\(UUID().uuidString).download")
+        let file = FileManager.default.temporaryDirectory
+            .appendingPathComponent("SharedCache-\(UUID().uuidString).download")
         do {
             try await engine.offPool { try Self.write(result, to: file.path) }
         } catch {
-            throw SharedCacheError(error, root: path, while: "writing the body to \(file.path)").urlError(for: request.url)
+            let failure = SharedCacheError(error, root: path, while: "writing the body to \(file.path)")
+            throw failure.urlError(for: request.url)
         }
         return (file, response)
     }
@@ -91,7 +93,8 @@ extension SharedCache {
         let output = try BodyOutput(path: path)
         if let stored = result.storedBody {
             let read = stored.reader()
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: BlobFileStore.streamingChunkSize, alignment: 16)
+            let buffer = UnsafeMutableRawBufferPointer.allocate(
+                byteCount: BlobFileStore.streamingChunkSize, alignment: 16)
             defer { buffer.deallocate() }
             var offset: Int64 = 0
             while case .bytes(let count) = try read(buffer) {

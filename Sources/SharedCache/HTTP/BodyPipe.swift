@@ -14,12 +14,6 @@ final class BodyPipe: @unchecked Sendable {
     /// Why the store stopped reading before the end: the receiver drops the rest.
     struct StoreStopped: Error {}
 
-    /// Why the body did not arrive whole.
-    struct Incomplete: Error, CustomStringConvertible {
-        var reason: String
-        var description: String { reason }
-    }
-
     /// The most bytes held between the two threads.
     let capacity: Int
     private let condition = NSCondition()

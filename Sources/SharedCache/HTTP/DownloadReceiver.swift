@@ -17,6 +17,12 @@ final class DownloadReceiver: @unchecked Sendable {
     /// small); a larger one streams to a blob file, which is read back mapped.
     static let memoryLimit = Int(BlobFileStore.mappingThreshold)
 
+    /// Why a body is not the whole of its response.
+    struct Incomplete: Error, CustomStringConvertible {
+        var reason: String
+        var description: String { reason }
+    }
+
     /// What came back, once the transport is done.
     enum Received {
         /// The body, in memory, not stored yet.
@@ -71,10 +77,20 @@ final class DownloadReceiver: @unchecked Sendable {
     func receive(_ event: TransportEvent) throws {
         switch event {
         case .head(let head):
-            // A transport that sent the request again starts over, before any body.
+            // A transport that sent the request again starts over, before any body; a head
+            // after some body is not a response this cache can take (the store stops).
             let time = Clock.nowMilliseconds()
             let plan = plan(head, time)
-            state.withLock { $0 = State(head: head, headTime: time, plan: plan) }
+            let interrupted = state.withLock { state -> (pipe: BodyPipe?, received: Int64)? in
+                guard state.received == 0 else { return (state.pipe, state.received) }
+                state = State(head: head, headTime: time, plan: plan)
+                return nil
+            }
+            if let (pipe, received) = interrupted {
+                let error = Incomplete(reason: "the transport started another response after \(received) bytes")
+                pipe?.fail(error)
+                throw error
+            }
         case .body(let data):
             guard !data.isEmpty else { return }
             // The response is shown once its body starts: a head that comes again (a resend)
@@ -130,7 +146,8 @@ final class DownloadReceiver: @unchecked Sendable {
             let (pinned, body) = try await cache.offPool({ try cache.pinnedBody(of: version) })
         else {
             throw SharedCacheError(
-                .notCached, "the response was stored, then removed by another process before it could be read; "
+                .notCached,
+                "the response was stored, then removed by another process before it could be read; "
                     + "fetch it again")
         }
         response.body = body
@@ -164,49 +181,12 @@ final class DownloadReceiver: @unchecked Sendable {
     /// Why a body of `received` bytes is not the whole of `response`'s, if it is not: its
     /// `Content-Length` names another size. (A body the transport decoded from a
     /// `Content-Encoding` has a size of its own, so only an unencoded one is checked.)
-    static func incompleteness(of response: TransportResponse, received: Int64) -> BodyPipe.Incomplete? {
+    static func incompleteness(of response: TransportResponse, received: Int64) -> Incomplete? {
         let coding = response.headers["Content-Encoding"]?.trimmingSpaces().lowercased() ?? "identity"
-        guard response.status != 304, response.status != 204, coding == "identity", let field = response.headers["Content-Length"],
+        guard response.status != 304, response.status != 204, coding == "identity",
+            let field = response.headers["Content-Length"],
             let length = Int64(field.trimmingSpaces()), length != received
         else { return nil }
-        return BodyPipe.Incomplete(reason: "the body ended after \(received) of the \(length) bytes it announced")
-    }
-}
-
-/// A store running on a thread of its own, its outcome awaited later. The store waits for the
-/// body as it arrives (for minutes, on a slow network), so it takes a thread from no pool: not
-/// the cooperative pool (the receiver feeding it may block one of its threads, and the store
-/// would wait for itself), nor Dispatch's global queues (whose few threads the cache's other
-/// blocking work shares; a store holding one would stall it, and a store waiting for one would
-/// stall, through the full pipe, every transfer of the session).
-private final class Storing: Sendable {
-    private let state = Locked<(outcome: Result<CacheEngine.StoredOutcome, any Error>?, waiter: Waiter?)>((nil, nil))
-    private typealias Waiter = CheckedContinuation<CacheEngine.StoredOutcome, any Error>
-
-    init(_ work: @escaping @Sendable () throws -> CacheEngine.StoredOutcome) {
-        let thread = Thread { self.finish(Result { try work() }) }
-        thread.name = "SharedCache store"
-        thread.start()
-    }
-
-    private func finish(_ outcome: Result<CacheEngine.StoredOutcome, any Error>) {
-        let waiter = state.withLock { state -> Waiter? in
-            state.outcome = outcome
-            return state.waiter
-        }
-        waiter?.resume(with: outcome)
-    }
-
-    /// What the store did, once it is done.
-    var value: CacheEngine.StoredOutcome {
-        get async throws {
-            try await withCheckedThrowingContinuation { (waiter: Waiter) in
-                let outcome = state.withLock { state -> Result<CacheEngine.StoredOutcome, any Error>? in
-                    if state.outcome == nil { state.waiter = waiter }
-                    return state.outcome
-                }
-                if let outcome { waiter.resume(with: outcome) }
-            }
-        }
+        return Incomplete(reason: "the body ended after \(received) of the \(length) bytes it announced")
     }
 }

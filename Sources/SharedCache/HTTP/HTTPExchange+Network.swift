@@ -135,21 +135,27 @@ extension HTTPExchange {
         }
         do {
             return try await receiver.finish()
-        } catch let incomplete as BodyPipe.Incomplete {
+        } catch let incomplete as DownloadReceiver.Incomplete {
             throw TransportFailure(underlying: incomplete)
         }
     }
 
     /// Applies a 304's or a HEAD's fields to the stored response: usually one journal append,
-    /// made inline like any other (microseconds; fewer than a trip off the pool and back); else a
-    /// new version (when other fields changed), written off the pool when its body is large.
+    /// made inline like any other (one `write` under a lock other processes hold as briefly:
+    /// microseconds, fewer than a trip off the pool and back), unless the directory is durable
+    /// (the append then waits for `fdatasync`); else a new version (when other fields changed),
+    /// written off the pool when its body is large.
     func freshen(
         _ candidate: StoredCandidate, body: Data, by update: HTTPHeaders, _ requestTime: Int64, _ responseTime: Int64
     ) async throws -> CacheEngine.Revalidation {
         let cache = cache
         let revalidation = cache.revalidation(
             of: candidate, by: update, requestTime: requestTime, responseTime: responseTime, heuristicCap: heuristicCap)
-        if revalidation.changesOnlyFreshness, try cache.journalFreshening(candidate, revalidation) { return revalidation }
+        if revalidation.changesOnlyFreshness,
+            try await cache.offPool(when: cache.isDurable, { try cache.journalFreshening(candidate, revalidation) })
+        {
+            return revalidation
+        }
         try await cache.offPool(when: candidate.entry.bodySize > CacheEngine.inlineReadLimit) {
             try cache.storeRevalidated(candidate, body: body, revalidation)
         }

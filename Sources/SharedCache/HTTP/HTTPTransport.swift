@@ -112,7 +112,9 @@ public struct URLSessionTransport: HTTPTransport {
         }
         do {
             return try await delegate.send(request, in: session, streamingTo: receive)
-        } catch let failure as StreamingDelegate.UndecodedBody where Self.resendsPlainly(request, after: failure.error) {
+        } catch let failure as StreamingDelegate.UndecodedBody
+            where Self.resendsPlainly(request, after: failure.error)
+        {
             guard let received = try? await IdentityConnection.send(request) else { throw failure.error }
             return try received.handedOn(to: receive)
         } catch let failure as StreamingDelegate.UndecodedBody {

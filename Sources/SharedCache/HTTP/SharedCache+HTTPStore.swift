@@ -59,10 +59,7 @@ final class StoredCandidate: @unchecked Sendable {
         guard let pinned else { return nil }
         switch try pinned.read() {
         case .found(let stored, let data):
-            // A large body is mapped, not in memory: the memory tier is for small ones.
-            if entry.bodySize <= BlobFileStore.mappingThreshold {
-                cache.remember(CacheHit(data: data, entry: stored), for: hash, at: entry.location)
-            }
+            cache.remember(CacheHit(data: data, entry: stored), for: hash, at: entry.location)
             return data
         case .missing, .damaged:
             try cache.discard(hash, key: Array(key.utf8), at: entry.location)
@@ -326,8 +323,9 @@ extension CacheEngine {
             birth: Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: response.headers))
     }
 
-    /// Stores a response to a GET as ``storagePlan(primaryKey:request:response:requestTime:responseTime:heuristicCap:)``
-    /// says; a 206 as a part, as `storePart` says.
+    /// Stores a response to a GET as
+    /// ``storagePlan(primaryKey:request:response:requestTime:responseTime:heuristicCap:)`` says; a
+    /// 206 as a part, as `storePart` says.
     ///
     /// Runs under the URL's fetch lock, which is what keeps the variant list consistent.
     /// - Returns: what was stored, or `nil` if nothing was.
@@ -360,7 +358,9 @@ extension CacheEngine {
         let existing = try variantList(plan.primaryKey)
         if plan.varyNames.isEmpty {
             // The URL no longer varies: its variants are unreachable now.
-            for key in existing?.keys ?? [] { try remove(KeyHash(key: key), key: Array(key.utf8), reason: .superseded, at: nil) }
+            for key in existing?.keys ?? [] {
+                try remove(KeyHash(key: key), key: Array(key.utf8), reason: .superseded, at: nil)
+            }
             return outcome
         }
         var list = existing ?? VariantList(names: plan.varyNames, keys: [])
@@ -403,7 +403,9 @@ extension CacheEngine {
     func pinnedBody(of version: StoredVersion) throws -> (any PinnedBody, Data)? {
         let hash = KeyHash(key: version.key)
         let read = try directory.perform("reading an entry") { () throws -> (any PinnedBody, BodyRead)? in
-            guard let (pinned, _) = try bodies.pin(hash, at: version.location, key: version.key, expectedSize: version.bodySize)
+            guard
+                let (pinned, _) = try bodies.pin(
+                    hash, at: version.location, key: version.key, expectedSize: version.bodySize)
             else { return nil }
             return (pinned, try pinned.read())
         }

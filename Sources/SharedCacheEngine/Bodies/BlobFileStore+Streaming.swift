@@ -144,8 +144,8 @@ extension BlobFileStore {
     }
 
     /// Reads a large blob open as `file` without holding its body in memory: checks it a chunk
-    /// at a time, then maps the body read-only (a blob is never rewritten or shortened, so the
-    /// mapping stays valid and holds what was checked).
+    /// at a time, then maps the body privately (a blob is never rewritten or shortened, so the
+    /// mapping stays valid and holds what was checked; a caller's writes stay its own).
     func readMapped(_ file: borrowing FileDescriptor, hash: KeyHash, key: String, expectedSize: UInt64) throws
         -> BodyRead
     {
@@ -155,9 +155,9 @@ extension BlobFileStore {
         case .failure(let damage): return .damaged(damage.reason)
         }
         guard try streamBody(of: file, header, into: nil) else { return .damaged("body checksum does not match") }
-        let mapped = try file.mapReadOnly(offset: Int64(header.encodedSize), count: Int(header.bodySize))
+        let mapped = try file.mapPrivately(offset: Int64(header.encodedSize), count: Int(header.bodySize))
         let data = Data(
-            bytesNoCopy: UnsafeMutableRawPointer(mutating: mapped.start), count: mapped.count,
+            bytesNoCopy: mapped.start, count: mapped.count,
             deallocator: .custom { _, _ in withExtendedLifetime(mapped) {} })
         return .found(CacheEntry(header), data)
     }

@@ -237,7 +237,9 @@ package final class CacheEngine: Sendable {
 
     /// Keeps a copy of a body read or stored in the memory tier.
     package func remember(_ hit: CacheHit, for hash: KeyHash, at location: BodyLocation) {
-        guard keepsBodiesInMemory else { return }
+        // A body over the mapping threshold is mapped, not in memory; held here, it would keep an
+        // evicted blob's space in use and count file pages as memory.
+        guard keepsBodiesInMemory, hit.data.count <= BlobFileStore.mappingThreshold else { return }
         _ = try? withState { state in
             state.memory.insert(hit, for: hash, at: location)
         }

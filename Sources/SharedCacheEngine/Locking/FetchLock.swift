@@ -81,6 +81,10 @@ package final class FetchLock: @unchecked Sendable {
             let current = try directory.status(of: name)
             if let current, current.inode == (try file.status()).inode {
                 let lock = FetchLock(directory: directory, name: name, file: file)
+                // The file is reused: its time is the last holder's. A sign of life now, unless
+                // a recent one stands, so no waiter takes this holder for a stalled one before
+                // the heartbeat thread's next beat.
+                if Clock.nowMilliseconds() - current.modifiedMilliseconds >= heartbeat.milliseconds { lock.beat() }
                 Heartbeats.shared.add(lock)
                 return (lock, waited)
             }
@@ -126,8 +130,8 @@ package final class FetchLock: @unchecked Sendable {
 
 /// The one thread per process that shows every fetch lock it holds alive, once a
 /// ``FetchLock/heartbeat``: no task or timer per fetch, which cost a revalidation more than
-/// its lock's system calls. A lock's first sign of life may come up to a heartbeat after it is
-/// taken; a waiter judges a holder stalled only after waiting several.
+/// its lock's system calls. A lock released between a snapshot of those held and its beat is
+/// beaten once more: a harmless change of a file nobody holds.
 private final class Heartbeats: @unchecked Sendable {
     static let shared = Heartbeats()
 

@@ -11,7 +11,9 @@ import FoundationNetworking
 
 /// Bodies over a megabyte: stored to their entry's file as they arrive (never whole in memory),
 /// served back mapped, and never stored unless they arrived whole.
-@Suite("HTTP: large bodies go to their entry's file as they arrive", .enabled(if: Origin.isAvailable, "needs nginx (apt-get install nginx-light)"))
+@Suite(
+    "HTTP: large bodies go to their entry's file as they arrive",
+    .enabled(if: Origin.isAvailable, "needs nginx (apt-get install nginx-light)"))
 struct LargeBodyTests {
     let origin: Origin
     let directory: TemporaryDirectory
@@ -52,6 +54,13 @@ struct LargeBodyTests {
         #expect(first.data == body)
         let second = try await cache.fetch(URLRequest(url: url))
         #expect(second.source == .fresh && second.data == body)
+        // The served body is mapped privately: changing it changes neither the file nor the
+        // next answer.
+        var changed = second.data
+        changed[changed.startIndex] ^= 0xFF
+        changed[changed.endIndex - 1] ^= 0xFF
+        #expect(changed != body)
+        #expect(try await cache.fetch(URLRequest(url: url)).data == body)
         #expect(origin.requests(atLeast: 1).count == 1, "\(origin.requests)")
         #expect(try cache.entry(forKey: SharedCache.cacheKey(for: url))?.size == UInt64(body.count))
         #expect(try blobFiles(in: directory("cache")).count == 1)
@@ -93,7 +102,9 @@ struct LargeBodyTests {
 
         var observer: ResponseObserver {
             ResponseObserver(
-                response: { result in self.events.withLock { $0.append("response \(result.status) \(result.cacheStatus ?? "-")") } },
+                response: { result in
+                    self.events.withLock { $0.append("response \(result.status) \(result.cacheStatus ?? "-")") }
+                },
                 piece: { data in
                     self.events.withLock { if $0.last != "pieces" { $0.append("pieces") } }
                     self.body.withLock { $0.append(data) }
@@ -135,7 +146,8 @@ struct LargeBodyTests {
             status: 200, headers: ["Cache-Control": "max-age=0", "ETag": "\"old\""], body: Data("old".utf8), url: url)
         _ = try await cache.fetch(URLRequest(url: url), transport: FixedTransport(response: stale))
         let options = FetchOptions(staleIfError: true)
-        let unobserved = try await cache.fetch(URLRequest(url: url), options: options, transport: CutShortTransport(failing: true))
+        let unobserved = try await cache.fetch(
+            URLRequest(url: url), options: options, transport: CutShortTransport(failing: true))
         #expect(unobserved.source == .offline && unobserved.data == Data("old".utf8))
         let shown = Shown()
         await #expect(throws: SharedCacheError.self) {
@@ -187,6 +199,21 @@ struct LargeBodyTests {
         #expect(try cache.contains(key: SharedCache.cacheKey(for: url)))
     }
 
+    /// A transport that starts a second response after part of a body (a multipart
+    /// `x-mixed-replace`, a confused client) stops the store: nothing is stored or left behind.
+    @Test func aSecondResponseAfterTheBodyBeganStoresNothing() async throws {
+        let cache = try cache()
+        let url = origin.url("/fresh/restarted.bin")
+        await #expect {
+            _ = try await cache.fetch(URLRequest(url: url), transport: RestartingTransport())
+        } throws: { error in
+            (error as? SharedCacheError)?.code == .network
+        }
+        #expect(try !cache.contains(key: SharedCache.cacheKey(for: url)))
+        #expect(try blobFiles(in: directory("cache")).isEmpty)
+        #expect(try temporaryFiles().isEmpty)
+    }
+
     @Test func aFetchCancelledMidBodyLeavesNoEntryAndNoFile() async throws {
         // 200 MB at 1 MB/s: under way for minutes, long past the moment it is cancelled, however
         // long a busy test run keeps this test from running.
@@ -200,9 +227,8 @@ struct LargeBodyTests {
         }
         // The body is going to its entry's file once a temporary file stands in the cache.
         let underWay = try await eventually(within: .seconds(180)) { try !temporaryFiles().isEmpty }
-        #expect(
-            underWay,
-            "the download never reached its file: ended \(ended.withLock { $0 }), \(origin.requests), blobs \((try? blobFiles(in: directory("cache"))) ?? [])")
+        let blobs = (try? blobFiles(in: directory("cache"))) ?? []
+        #expect(underWay, "the download never reached its file: ended \(ended.withLock { $0 }), \(origin.requests), \(blobs)")
         fetch.cancel()
         let outcome = await fetch.result
         #expect(throws: SharedCacheError.self) { try outcome.get() }
@@ -268,4 +294,22 @@ struct FixedTransport: HTTPTransport {
     let response: TransportResponse
 
     func send(_ request: URLRequest) async throws -> TransportResponse { response }
+}
+
+/// Hands on 2 MiB of a response's body (past what is held in memory), then a second head.
+struct RestartingTransport: HTTPTransport {
+    func send(_ request: URLRequest) async throws -> TransportResponse {
+        throw URLError(.unsupportedURL)  // only the streaming call is used
+    }
+
+    func send(_ request: URLRequest, streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void)
+        async throws -> TransportResponse
+    {
+        let head = TransportResponse(
+            status: 200, headers: ["Cache-Control": "max-age=3600"], body: Data(), url: request.url)
+        try receive(.head(head))
+        for _ in 0..<32 { try receive(.body(Data(repeating: 3, count: 64 << 10))) }
+        try receive(.head(head))
+        return head
+    }
 }

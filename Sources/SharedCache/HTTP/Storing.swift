@@ -1,0 +1,41 @@
+import Foundation
+import SharedCacheEngine
+import SharedCachePlatform
+
+/// A store running on a thread of its own, its outcome awaited later. The store waits for the
+/// body as it arrives (for minutes, on a slow network), so it takes a thread from no pool: not
+/// the cooperative pool (the receiver feeding it may block one of its threads, and the store
+/// would wait for itself), nor Dispatch's global queues (whose few threads the cache's other
+/// blocking work shares; a store holding one would stall it, and a store waiting for one would
+/// stall, through the full pipe, every transfer of the session).
+final class Storing: Sendable {
+    private let state = Locked<(outcome: Result<CacheEngine.StoredOutcome, any Error>?, waiter: Waiter?)>((nil, nil))
+    private typealias Waiter = CheckedContinuation<CacheEngine.StoredOutcome, any Error>
+
+    init(_ work: @escaping @Sendable () throws -> CacheEngine.StoredOutcome) {
+        let thread = Thread { self.finish(Result { try work() }) }
+        thread.name = "SharedCache store"
+        thread.start()
+    }
+
+    private func finish(_ outcome: Result<CacheEngine.StoredOutcome, any Error>) {
+        let waiter = state.withLock { state -> Waiter? in
+            state.outcome = outcome
+            return state.waiter
+        }
+        waiter?.resume(with: outcome)
+    }
+
+    /// What the store did, once it is done.
+    var value: CacheEngine.StoredOutcome {
+        get async throws {
+            try await withCheckedThrowingContinuation { (waiter: Waiter) in
+                let outcome = state.withLock { state -> Result<CacheEngine.StoredOutcome, any Error>? in
+                    if state.outcome == nil { state.waiter = waiter }
+                    return state.outcome
+                }
+                if let outcome { waiter.resume(with: outcome) }
+            }
+        }
+    }
+}
