@@ -214,6 +214,28 @@ struct LargeBodyTests {
         #expect(try temporaryFiles().isEmpty)
     }
 
+    /// A disk that fills while a body streams to its file: the transfer stops, the fetch fails
+    /// with the cache's own error (not the network's), and nothing is stored or left behind.
+    @Test(.enabled(if: FaultInjectionTests.hasFailpoints, "release builds have no failpoints"))
+    func aStoreThatFailsMidBodyStopsTheTransferWithItsOwnError() async throws {
+        let body = Self.body(megabytes: 4)
+        try origin.write("/fresh/full.bin", body)
+        let url = origin.url("/fresh/full.bin")
+        // pwrite #1 is the blob's header, #2 its first megabyte, #3 the second: the disk fills there.
+        let arguments = ["fetch", directory("cache"), url.absoluteString]
+        let run = try await offThePool {
+            try Worker.run(arguments, environment: ["SHAREDCACHE_FAILPOINT": "pwrite:3:ENOSPC"])
+        }
+        #expect(run.status != 0 && run.errorCode == "noSpace", "\(run.output) \(run.errors)")
+        let cache = try cache()
+        #expect(try !cache.contains(key: SharedCache.cacheKey(for: url)))
+        #expect(try blobFiles(in: directory("cache")).isEmpty)
+        #expect(try temporaryFiles().isEmpty)
+        // With room again, the same fetch stores it.
+        #expect(try await cache.fetch(URLRequest(url: url)).data == body)
+        #expect(try cache.contains(key: SharedCache.cacheKey(for: url)))
+    }
+
     @Test func aFetchCancelledMidBodyLeavesNoEntryAndNoFile() async throws {
         // 200 MB at 1 MB/s: under way for minutes, long past the moment it is cancelled, however
         // long a busy test run keeps this test from running.
