@@ -266,11 +266,13 @@ extension CacheEngine {
         }
     }
 
-    /// A version just stored: its key and where its body is.
+    /// A version just stored: its key and where its body is, held for serving when it was
+    /// streamed in.
     struct StoredVersion: Sendable {
         var key: String
         var location: BodyLocation
         var bodySize: UInt64
+        var pinned: (any PinnedBody)?
     }
 
     /// How a response is to be stored, decided from its status and fields alone, before its body
@@ -388,25 +390,29 @@ extension CacheEngine {
         var metadata = EntryMetadata(etag: validators["ETag"], lastModified: validators["Last-Modified"])
         metadata.attributes = StoredHTTP.response(response).encoded()
         let expiresAt = retention(birth: birth, lifetime: response.lifetime, now: Clock.nowMilliseconds())
-        let (entry, location) =
-            switch body {
-            case .data(let data):
-                try store(key: key, data: data, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
-            case .reading(let read):
-                try store(key: key, metadata: metadata, storedAt: birth, expiresAt: expiresAt, readingBody: read)
-            }
-        return StoredVersion(key: key, location: location, bodySize: entry.size)
+        switch body {
+        case .data(let data):
+            let (entry, location) = try store(
+                key: key, data: data, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
+            return StoredVersion(key: key, location: location, bodySize: entry.size)
+        case .reading(let read):
+            let version = try store(
+                key: key, metadata: metadata, storedAt: birth, expiresAt: expiresAt, pinning: true, readingBody: read)
+            return StoredVersion(
+                key: key, location: version.location, bodySize: version.entry.size, pinned: version.pinned)
+        }
     }
 
-    /// The body of a version just stored, pinned and read back (a large one mapped, not read
-    /// into memory); `nil` if another process removed it since.
+    /// The body of a version just stored, pinned (when it was streamed in, since before it was
+    /// journaled) and read back (a large one mapped, not read into memory); `nil` if another
+    /// process removed it since.
     func pinnedBody(of version: StoredVersion) throws -> (any PinnedBody, Data)? {
         let hash = KeyHash(key: version.key)
         let read = try directory.perform("reading an entry") { () throws -> (any PinnedBody, BodyRead)? in
-            guard
-                let (pinned, _) = try bodies.pin(
-                    hash, at: version.location, key: version.key, expectedSize: version.bodySize)
-            else { return nil }
+            let held =
+                try version.pinned
+                ?? bodies.pin(hash, at: version.location, key: version.key, expectedSize: version.bodySize)?.0
+            guard let pinned = held else { return nil }
             return (pinned, try pinned.read())
         }
         switch read {

@@ -20,23 +20,39 @@ extension CacheEngine {
         }.entry
     }
 
+    /// A version stored from a stream: its entry, where its body is, and the body pinned.
+    package struct StreamedVersion: Sendable {
+        package var entry: CacheEntry
+        package var location: BodyLocation
+        /// Held open before the version was journaled, so no eviction or replacement, however
+        /// quick, takes it from the caller; `nil` unless asked for.
+        package var pinned: (any PinnedBody)?
+    }
+
     /// Stores a new version of `key` whose body is everything `read` produces, a chunk at a
     /// time, with the given times: ``store(key:data:metadata:storedAt:expiresAt:)`` for a body
     /// that arrives in pieces (a download). Nothing is journaled, and nothing is left behind,
     /// unless `read` reaches the end.
+    ///
+    /// - Parameter pinning: hold the body (``StreamedVersion/pinned``) for a caller that serves
+    ///   it next.
     @discardableResult
     package func store(
-        key: String, metadata: EntryMetadata, storedAt: Int64, expiresAt: Int64,
+        key: String, metadata: EntryMetadata, storedAt: Int64, expiresAt: Int64, pinning: Bool = false,
         readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
-    ) throws(SharedCacheError) -> (entry: CacheEntry, location: BodyLocation) {
-        let placeholder = try header(key: key, metadata: metadata, bodySize: 0, storedAt: storedAt, expiresAt: expiresAt)
-        let (header, location) = try directory.perform("storing an entry") {
+    ) throws(SharedCacheError) -> StreamedVersion {
+        let placeholder = try header(
+            key: key, metadata: metadata, bodySize: 0, storedAt: storedAt, expiresAt: expiresAt)
+        let version = try directory.perform("storing an entry") {
             let (location, header) = try bodies.write(placeholder, durable: isDurable, readingBody: read)
+            // Unjournaled, the body is nobody else's to remove: pinned now, it is surely there.
+            let pinned =
+                pinning ? try bodies.pin(header.keyHash, at: location, key: key, expectedSize: header.bodySize) : nil
             try commitStored(header, at: location)
-            return (header, location)
+            return StreamedVersion(entry: CacheEntry(header), location: location, pinned: pinned?.0)
         }
         count { $0.stores += 1 }
-        return (CacheEntry(header), location)
+        return version
     }
 
     /// Writes the body stored under `key` to `output` a megabyte at a time, and returns the
