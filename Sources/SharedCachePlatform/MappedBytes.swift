@@ -39,7 +39,7 @@ extension FileDescriptor {
         let skip = Int(offset - aligned)
         // mmap refuses a zero length: an empty range maps one byte (never touched).
         let size = max(skip + count, 1)
-        let mapping = try System.mapPrivate(rawValue, offset: aligned, size: size)
+        let mapping = try System.map(rawValue, offset: aligned, size: size, shared: false)
         return MappedBytes(mapping: mapping, mappedSize: size, skip: skip, count: count)
     }
 }

@@ -43,6 +43,6 @@ extension FileDescriptor {
     /// Maps the first `size` bytes of the file for reading and writing, shared with every
     /// process that maps it. The C function is `mmap` with `MAP_SHARED`.
     package func mapShared(size: Int) throws(SystemError) -> SharedMapping {
-        SharedMapping(address: try System.mapShared(rawValue, size: size), size: size)
+        SharedMapping(address: try System.map(rawValue, size: size, shared: true), size: size)
     }
 }

@@ -299,33 +299,25 @@ package enum System {
         return Int(try retryingInterrupts("poll") { Glibc_or_Darwin_poll(&descriptors, count, milliseconds) })
     }
 
-    /// Maps `size` bytes of a file shared with every process that maps it. The C function is `mmap`.
-    static func mapShared(_ descriptor: Int32, size: Int) throws(SystemError) -> UnsafeMutableRawPointer {
-        #if DEBUG
-        if Failpoint.isArmed, let injected = Failpoint.error("mmap") { throw SystemError("mmap", errno: injected) }
-        #endif
-        guard let mapped = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0), mapped != MAP_FAILED
-        else { throw SystemError("mmap", errno: errno) }
-        return mapped
-    }
-
-    /// Maps `size` bytes of a file from `offset` (a multiple of the page size) privately: the
-    /// pages are the file's until written, and a write copies the page for this process alone,
-    /// never reaching the file. The C function is `mmap` with `MAP_PRIVATE`.
-    static func mapPrivate(_ descriptor: Int32, offset: Int64, size: Int) throws(SystemError)
+    /// Maps `size` bytes of a file from `offset` (a multiple of the page size), readable and
+    /// writable: `shared` with every process that maps it, writes reaching the file; or
+    /// privately, the pages the file's until written, a write copying the page for this process
+    /// alone. The C function is `mmap` (`MAP_SHARED` or `MAP_PRIVATE`).
+    static func map(_ descriptor: Int32, offset: Int64 = 0, size: Int, shared: Bool) throws(SystemError)
         -> UnsafeMutableRawPointer
     {
         #if DEBUG
         if Failpoint.isArmed, let injected = Failpoint.error("mmap") { throw SystemError("mmap", errno: injected) }
         #endif
         let protection = PROT_READ | PROT_WRITE
-        guard let mapped = mmap(nil, size, protection, MAP_PRIVATE, descriptor, off_t(offset)), mapped != MAP_FAILED
+        let flags = shared ? MAP_SHARED : MAP_PRIVATE
+        guard let mapped = mmap(nil, size, protection, flags, descriptor, off_t(offset)), mapped != MAP_FAILED
         else { throw SystemError("mmap", errno: errno) }
         return mapped
     }
 
-    /// Unmaps what ``mapShared(_:size:)`` or ``mapPrivate(_:offset:size:)`` mapped. The C
-    /// function is `munmap`; it fails only for arguments that were never mapped, a bug.
+    /// Unmaps what ``map(_:offset:size:shared:)`` mapped. The C function is `munmap`; it fails
+    /// only for arguments that were never mapped, a bug.
     static func unmap(_ address: UnsafeMutableRawPointer, size: Int) {
         let result = munmap(address, size)
         precondition(result == 0, "SharedCache unmapped memory it had not mapped")
