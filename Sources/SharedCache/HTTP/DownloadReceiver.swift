@@ -35,8 +35,10 @@ final class DownloadReceiver: @unchecked Sendable {
     private struct State {
         var head: TransportResponse?
         var headTime: Int64 = 0
-        /// How the response is to be stored, decided when its head arrived.
+        /// How the response is to be stored, decided once its body starts (a 304 or a bodiless
+        /// answer never pays for it); `planned` says whether it was.
         var plan: CacheEngine.StoragePlan?
+        var planned = false
         /// Whether the observer was shown the response.
         var announced = false
         var memory = Data()
@@ -54,7 +56,7 @@ final class DownloadReceiver: @unchecked Sendable {
 
     private let cache: CacheEngine
     /// How to store a response with this head, received at this time; `nil` not to store it.
-    private let plan: @Sendable (TransportResponse, Int64) -> CacheEngine.StoragePlan?
+    private let planning: @Sendable (TransportResponse, Int64) -> CacheEngine.StoragePlan?
     private let announcement: Announcement?
     private let state = Locked(State())
 
@@ -64,7 +66,7 @@ final class DownloadReceiver: @unchecked Sendable {
     ) {
         self.cache = cache
         self.announcement = announcement
-        self.plan = plan
+        planning = plan
     }
 
     /// Whether the observer was shown the response: the fetch must end with it, or fail.
@@ -80,10 +82,9 @@ final class DownloadReceiver: @unchecked Sendable {
             // A transport that sent the request again starts over, before any body; a head
             // after some body is not a response this cache can take (the store stops).
             let time = Clock.nowMilliseconds()
-            let plan = plan(head, time)
             let interrupted = state.withLock { state -> (pipe: BodyPipe?, received: Int64)? in
                 guard state.received == 0 else { return (state.pipe, state.received) }
-                state = State(head: head, headTime: time, plan: plan)
+                state = State(head: head, headTime: time)
                 return nil
             }
             if let (pipe, received) = interrupted {
@@ -96,6 +97,10 @@ final class DownloadReceiver: @unchecked Sendable {
             // The response is shown once its body starts: a head that comes again (a resend)
             // comes before any body.
             let shown = state.withLock { state -> FetchResult? in
+                if !state.planned, let head = state.head {
+                    state.plan = planning(head, state.headTime)
+                    state.planned = true
+                }
                 guard !state.announced, let head = state.head, let announcement,
                     let served = announcement.served(head, state.plan)
                 else { return nil }
@@ -125,7 +130,7 @@ final class DownloadReceiver: @unchecked Sendable {
     /// The response, once the transport returned: the body whole, or stored. A body shorter
     /// than its `Content-Length` says is not a response: nothing is stored.
     ///
-    /// - Throws: ``BodyPipe/Incomplete`` for a body cut short; the store's error if it failed.
+    /// - Throws: ``Incomplete`` for a body cut short; the store's error if it failed.
     func finish() async throws -> Received {
         let (head, memory, received, pipe, storing) = state.withLock {
             ($0.head, $0.memory, $0.received, $0.pipe, $0.storing)

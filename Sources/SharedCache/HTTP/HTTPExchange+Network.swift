@@ -37,11 +37,7 @@ extension HTTPExchange {
                 guard head.status != 304, head.status < 500 || fallback == nil else { return nil }
                 var shown = forwarded
                 shown.forwardStatus = head.status
-                shown.stored = plan != nil
-                shown.ttl = plan.map {
-                    CacheEngine.StoredOutcome(lifetime: $0.response.lifetime, birth: $0.birth)
-                        .ttl(at: Clock.nowMilliseconds())
-                }
+                shown.record(plan.map { CacheEngine.StoredOutcome(lifetime: $0.response.lifetime, birth: $0.birth) })
                 return downloaded(head, shown)
             }
         }
@@ -64,11 +60,7 @@ extension HTTPExchange {
         switch received {
         case .stored(let stored, let outcome, let pinned):
             status.forwardStatus = stored.status
-            status.stored = true
-            status.ttl = outcome.ttl(at: Clock.nowMilliseconds())
-            cache.count { $0.downloads += 1 }
-            cache.counters?.add(.downloads)
-            var result = downloaded(stored, status)
+            var result = countedDownload(stored, status, stored: outcome)
             result.storedBody = pinned
             return result
         case .whole(let whole):
@@ -114,8 +106,16 @@ extension HTTPExchange {
             defer { lock.release() }
             outcome = try await cache.offPool(store)
         }
-        status.stored = outcome != nil
-        status.ttl = outcome?.ttl(at: Clock.nowMilliseconds())
+        return countedDownload(response, status, stored: outcome)
+    }
+
+    /// A response from the network as served, counted as a download; its `Cache-Status` says
+    /// whether it was stored (`outcome`) and for how long it is fresh.
+    private func countedDownload(
+        _ response: TransportResponse, _ status: CacheStatus, stored outcome: CacheEngine.StoredOutcome?
+    ) -> FetchResult {
+        var status = status
+        status.record(outcome)
         cache.count { $0.downloads += 1 }
         cache.counters?.add(.downloads)
         return downloaded(response, status)
@@ -189,5 +189,13 @@ extension HTTPExchange {
         if let etag = headers["ETag"] { return weakMatch(etag, candidate.etag) }
         guard candidate.etag == nil else { return false }
         return headers["Last-Modified"] == candidate.lastModified
+    }
+}
+
+extension CacheStatus {
+    /// Says whether the response was stored, and, when it was, its freshness left now (`ttl`).
+    fileprivate mutating func record(_ outcome: CacheEngine.StoredOutcome?) {
+        stored = outcome != nil
+        ttl = outcome?.ttl(at: Clock.nowMilliseconds())
     }
 }

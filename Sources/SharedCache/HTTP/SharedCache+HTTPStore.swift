@@ -67,16 +67,10 @@ final class StoredCandidate: @unchecked Sendable {
         }
     }
 
-    /// The pinned body when it is large (and so served mapped), for copying it to a file
-    /// without reading it into memory; `nil` for a small one.
+    /// The pinned body when it is large (and so served mapped), for copying it (to a file, or
+    /// into a new version) without reading it into memory; `nil` for a small one.
     var largeBody: (any PinnedBody)? {
         entry.bodySize > BlobFileStore.mappingThreshold ? pinned : nil
-    }
-
-    /// The pinned body as a streamed write's reader, for storing a large body again without
-    /// reading it into memory (or touching its mapping); `nil` for a small one.
-    var largeBodyReader: ((UnsafeMutableRawBufferPointer) throws -> StreamedChunk)? {
-        largeBody?.reader()
     }
 
     /// Milliseconds since the response was generated.
@@ -495,7 +489,7 @@ extension CacheEngine {
         response.headers = revalidation.headers
         response.lifetime = revalidation.lifetime
         try storeResponse(
-            key: candidate.key, body: candidate.largeBodyReader.map { .reading($0) } ?? .data(body), response,
+            key: candidate.key, body: candidate.largeBody.map { .reading($0.reader()) } ?? .data(body), response,
             validators: revalidation.headers, birth: revalidation.birth)
     }
 

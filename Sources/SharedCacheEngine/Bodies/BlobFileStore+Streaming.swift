@@ -176,9 +176,9 @@ extension BlobFileStore {
         }
     }
 
-    /// Reads the body of the blob open as `file` in chunks, handing each to `body` (which may be `nil` to only
-    /// check), and returns whether the whole body matched its checksum. Holes in the blob file
-    /// are handed on as runs of zeros without being read.
+    /// Reads the body of the blob open as `file` in chunks, handing each to `body` (which may
+    /// be `nil` to only check), and returns whether the whole body matched its checksum. Holes
+    /// in the blob file are handed on as runs of zeros without being read.
     ///
     /// `body` sees bytes before the checksum is known: a caller that must not act on a damaged
     /// body writes them somewhere it can take back (a temporary file), or checks first.
