@@ -21,8 +21,9 @@
 //       with the removal of a marker key "__phase N__", so a test can wait until a subscriber
 //       has heard the phase out. Finally prints the removals it caused, one "HASH REASON" line
 //       each, then "end".
-//   sharedcache-test-worker flood DIR WORKER-ID SECONDS SIZE
-//       puts new keys of SIZE bytes as fast as it can for SECONDS, reading back recent ones;
+//   sharedcache-test-worker flood DIR WORKER-ID SECONDS SIZE [PUTS-PER-SECOND]
+//       puts new keys of SIZE bytes for SECONDS, as fast as it can or at PUTS-PER-SECOND,
+//       reading back recent ones;
 //       prints "puts=N hits=N misses=N violations=N". Which keys it reads back follows the
 //       worker ID, or SHAREDCACHE_TEST_SEED where set.
 //   sharedcache-test-worker fetch DIR URL [START-AT | on-go]
@@ -293,12 +294,16 @@ do {
 
     case "flood":
         let worker = Int(arguments[3])!, seconds = Double(arguments[4])!, size = Int(arguments[5])!
+        let rate = arguments.count > 6 ? Double(arguments[6])! : nil
         let cache = try SharedCache(directory: directory, configuration: configuration)
         // Which recent key to read back: seeded, so a run can be replayed.
         var random = SplitMix64(seed: seed(default: UInt64(worker)))
-        let deadline = Date().addingTimeInterval(seconds)
+        let start = Date(), deadline = start.addingTimeInterval(seconds)
         var puts = 0, hits = 0, misses = 0, violations = 0
         while Date() < deadline {
+            // A paced writer's n-th put is due n / rate seconds in; a late one catches up at once.
+            let wait = rate.map { start.addingTimeInterval(Double(puts) / $0).timeIntervalSinceNow } ?? 0
+            if wait > 0 { usleep(UInt32(wait * 1_000_000)) }
             let key = "flood-\(worker)-\(puts)"
             try cache.put(key: key, data: body(key: key, writer: worker, version: puts, size: size))
             puts += 1
