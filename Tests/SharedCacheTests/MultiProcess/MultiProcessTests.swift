@@ -71,7 +71,7 @@ struct MultiProcessTests {
         var random = TestSeed.generator("writerKilledAtRandomMoments")
         for round in 1...24 {
             let writer = try Worker.start(["writer", cache, "\(round)"])
-            #expect(writer.nextLine(within: .seconds(10)) == "ready", "round \(round)")  // the cache is open
+            #expect(writer.nextLine(within: .seconds(60)) == "ready", "round \(round)")  // the cache is open
             let moment = UInt32.random(in: 5_000...120_000, using: &random)
             usleep(moment)
             writer.signal(SIGKILL)

@@ -73,13 +73,13 @@ struct SubscriptionProcessTests {
         defer {
             for child in subscribers + [remover].compactMap({ $0 }) where child.isRunning { child.signal(SIGKILL) }
         }
-        for subscriber in subscribers { #expect(subscriber.nextLine(within: .seconds(10)) == "ready") }
+        for subscriber in subscribers { #expect(subscriber.nextLine(within: .seconds(60)) == "ready") }
         var heard: [[String]] = [[], [], []]  // lines each subscriber printed, read so far
         /// Waits until subscriber `index` printed the removal of `key`.
         func waitUntil(_ index: Int, heard key: String) throws {
             let hash = KeyHash(key: key).hex
             let lines = try #require(
-                subscribers[index].output?.lines(through: { $0.contains(hash) }, within: .seconds(10)),
+                subscribers[index].output?.lines(through: { $0.contains(hash) }, within: .seconds(60)),
                 "subscriber \(index) never heard \(key)")
             heard[index] += lines
         }
@@ -87,7 +87,7 @@ struct SubscriptionProcessTests {
         let script = try ChildProcess(Worker.executable, arguments: ["remover", cache], input: .pipe)
         remover = script
 
-        try #require(script.nextLine(within: .seconds(10)) == "phase 1")
+        try #require(script.nextLine(within: .seconds(60)) == "phase 1")
         // What the paused subscriber knows: everything live at phase 1, which it has read.
         let liveAtPause = Set(try SharedCache(directory: cache).liveHashes())
         let paused = subscribers[2]
@@ -96,19 +96,19 @@ struct SubscriptionProcessTests {
         // kill(2) returns before the process has stopped; wait until the kernel says it has.
         #expect(eventually { Self.isStopped(paused.processID) }, "SIGSTOP did not stop the subscriber")
         script.send("go")
-        try #require(script.nextLine(within: .seconds(10)) == "phase 2")
+        try #require(script.nextLine(within: .seconds(60)) == "phase 2")
         // The two running subscribers have read on; now the remover moves its clock past the
         // retention and checkpoints.
         try waitUntil(0, heard: "__phase 2__")
         try waitUntil(1, heard: "__phase 2__")
         script.send("go")
-        try #require(script.nextLine(within: .seconds(10)) == "phase 3")
+        try #require(script.nextLine(within: .seconds(60)) == "phase 3")
         let liveAtResume = Set(try SharedCache(directory: cache).liveHashes())
         // Checkpoints ran while it was stopped and retired the segments it was reading.
         #expect(!FileManager.default.fileExists(atPath: "\(cache)/journal/0000000000000002"))
         paused.signal(SIGCONT)
         script.send("go")
-        let expectedLines = try #require(script.output?.lines(through: { $0 == "end" }, within: .seconds(10)))
+        let expectedLines = try #require(script.output?.lines(through: { $0 == "end" }, within: .seconds(60)))
             .dropLast()
         #expect(script.wait() == .exited(0))
         let expected = expectedLines.map { line -> (hash: String, reason: String) in

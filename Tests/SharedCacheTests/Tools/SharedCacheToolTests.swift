@@ -219,15 +219,16 @@ struct SharedCacheToolTests {
         }
         #expect(follower.nextLine()?.contains("\"key\":\"before\"") == true)
 
-        let put = Date()
+        // Timed from the worker's exit: starting a process on a loaded machine is not the follower's lag.
         #expect(try Worker.run(["put", cache, "during", "body"]).status == 0)
+        let put = Date()
         let stored = try #require(follower.nextLine())
-        #expect(Date().timeIntervalSince(put) < 1.5)  // includes starting the worker process
+        #expect(Date().timeIntervalSince(put) < 1.5)
         let record = try #require(JSONSerialization.jsonObject(with: Data(stored.utf8)) as? [String: Any])
         #expect(record["type"] as? String == "stored" && record["key"] as? String == "during")
 
-        let removal = Date()
         #expect(try Worker.run(["remove", cache, "during"]).status == 0)
+        let removal = Date()
         let removed = try #require(follower.nextLine())
         #expect(Date().timeIntervalSince(removal) < 1.5)
         #expect(removed.contains("\"type\":\"removed\"") && removed.contains("\"reason\":\"manual\""))
