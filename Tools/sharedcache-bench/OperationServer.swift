@@ -3,7 +3,7 @@ import SharedCacheCLI
 
 /// A process of its own that does one operation per request and answers with the nanoseconds it
 /// took, measured there, so the round trip to it is not counted: python-diskcache, or the C
-/// floors. Its operations take turns with SharedCache's (see ``measureInTurns(count:_:)``).
+/// floors. Its operations take turns with SharedCache's (see ``measureInTurns(count:batch:_:)``).
 ///
 /// Requests are "OPERATION N" lines (N a key's index) on its standard input; the end of that
 /// input, when this object goes, tells it to finish.
@@ -29,11 +29,15 @@ final class OperationServer {
         try OperationServer(executable, arguments: [directory, "\(size)"], name: "the floors (\(executable))")
     }
 
-    /// Has the server do `operation` on key `index`; the nanoseconds it took there.
-    func time(_ operation: String, _ index: Int) throws -> UInt64 {
-        process.send("\(operation) \(index)")
-        guard let line = process.nextLine(), let nanoseconds = UInt64(line) else { fatalError("\(name) stopped") }
-        return nanoseconds
+    /// Has the server do `operation` on each of `keys` (indices), one after another; the
+    /// nanoseconds each took there. The requests go in one write, so the server does them
+    /// without waiting on the pipe in between.
+    func time(_ operation: String, _ keys: [Int]) throws -> [UInt64] {
+        process.send(keys.map { "\(operation) \($0)" }.joined(separator: "\n"))
+        return keys.map { _ in
+            guard let line = process.nextLine(), let nanoseconds = UInt64(line) else { fatalError("\(name) stopped") }
+            return nanoseconds
+        }
     }
 
     deinit {

@@ -173,7 +173,7 @@ func runInstructions(_ arguments: [String]) throws -> Never {
         ? (0..<1200).map { keyName($0 % 1000) } : (0..<1200).map { "https://example.com/instructions/\(run)/\($0)" }
     for index in 0..<count {
         if operation == "get" {
-            guard try cache.get(key: keys[index]) != nil else { fatalError("entry missing") }
+            guard try cache.get(key: keys[index % keys.count]) != nil else { fatalError("entry missing") }
         } else {
             try cache.put(key: keys[index], data: body)
         }

@@ -28,7 +28,8 @@ func operationRows(in runRoot: String, quick: Bool, floors: String?, peer: Strin
 }
 
 /// `keys` puts of new keys of `size` bytes, then `keys` × 5 gets of them in random order, in
-/// `root`; the servers end when this returns, before `root` goes.
+/// `root`, taking turns in batches of ``steadyBatch``; at 1 KB, then `keys` more gets taking
+/// turns one by one. The servers end when this returns, before `root` goes.
 private func storeWorkloads(in root: String, size: Int, keys: Int, floors: String?, peer: String?) throws -> [Row] {
     let label = size >= 100 * 1024 ? "100 KB" : "1 KB"
     // The memory tier off: these rows measure the disk path against the disk floors.
@@ -42,38 +43,46 @@ private func storeWorkloads(in root: String, size: Int, keys: Int, floors: Strin
     // their preads find it.
     let body = Data(repeating: 0x5A, count: size)
     let put = try measureRow(
-        "put \(label), no fsync", count: keys,
+        "put \(label), no fsync", count: keys, batch: steadyBatch,
         cache: .local("SharedCache put") { index in
             try cache.put(key: names[index], data: body, metadata: EntryMetadata(etag: "\"v\(index)\""))
         },
-        packedFloor: floors.map { floors in
-            Contender(name: "floor: write with O_APPEND") { try floors.time("append", $0) }
-        },
-        filePerKeyFloor: floors.map { floors in
-            Contender(name: "floor: create + write + rename") { try floors.time("create", $0) }
-        },
-        peer: peer.map { peer in Contender(name: "diskcache put") { try peer.time("put", $0) } })
+        packedFloor: floors.map { .server("floor: write with O_APPEND", $0, "append") },
+        filePerKeyFloor: floors.map { .server("floor: create + write + rename", $0, "create") },
+        peer: peer.map { .server("diskcache put", $0, "put") })
 
     let order = (0..<keys * 5).map { _ in Int.random(in: 0..<keys) }
-    let get = try measureRow(
-        "get \(label)", count: order.count,
-        cache: .local("SharedCache get") { index in
-            guard try cache.get(key: names[order[index]]) != nil else { fatalError("benchmark key missing") }
-        },
-        packedFloor: floors.map { floors in Contender(name: "floor: pread") { try floors.time("pread", order[$0]) } },
-        filePerKeyFloor: floors.map { floors in
-            Contender(name: "floor: open + pread + close") { try floors.time("open", order[$0]) }
-        },
-        peer: peer.map { peer in Contender(name: "diskcache get") { try peer.time("get", order[$0]) } })
-    return [put, get]
+    func gets(_ workload: String, count: Int, batch: Int) throws -> Row {
+        try measureRow(
+            workload, count: count, batch: batch,
+            cache: .local("SharedCache get") { index in
+                guard try cache.get(key: names[order[index]]) != nil else { fatalError("benchmark key missing") }
+            },
+            packedFloor: floors.map { .server("floor: pread", $0, "pread") { order[$0] } },
+            filePerKeyFloor: floors.map { .server("floor: open + pread + close", $0, "open") { order[$0] } },
+            peer: peer.map { .server("diskcache get", $0, "get") { order[$0] } })
+    }
+    let get = try gets("get \(label)", count: order.count, batch: steadyBatch)
+    guard size == 1024 else { return [put, get] }
+    return [put, get, try gets(oneByOneGet, count: keys, batch: 1)]
 }
+
+/// How many operations each contender does in a turn for the main rows: enough that each runs
+/// in its steady state (its code and data in the processor's caches), few enough that the
+/// drift of a shared machine's disk hits all alike.
+let steadyBatch = 500
+
+/// The row of 1 KB gets taking turns one operation at a time: each starts right after a switch
+/// from the other contenders' processes, its caches cold.
+let oneByOneGet = "get 1 KB, turns of one operation"
 
 /// One row: SharedCache and whichever of the floors and the peer run, in turns.
 private func measureRow(
-    _ workload: String, count: Int, cache: Contender, packedFloor: Contender?, filePerKeyFloor: Contender?,
+    _ workload: String, count: Int, batch: Int, cache: Contender, packedFloor: Contender?, filePerKeyFloor: Contender?,
     peer: Contender?
 ) throws -> Row {
-    var measured = try measureInTurns(count: count, [cache, packedFloor, filePerKeyFloor, peer].compactMap { $0 })[...]
+    var measured = try measureInTurns(
+        count: count, batch: batch, [cache, packedFloor, filePerKeyFloor, peer].compactMap { $0 })[...]
     func next(_ contender: Contender?) -> Measurement? { contender.flatMap { _ in measured.popFirst() } }
     let cache = measured.popFirst()!
     return Row(

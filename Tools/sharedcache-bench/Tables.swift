@@ -33,9 +33,12 @@ struct Target: Codable {
     var relation: String
     var bound: Double
     var met: Bool?
+    /// For a speed-up over diskcache: the floor's own, the most any design reading or writing
+    /// the disk could reach in this run.
+    var ceiling: Double?
 
-    init(_ name: String, _ measured: Double?, _ relation: String, _ bound: Double) {
-        (self.name, self.measured, self.relation, self.bound) = (name, measured, relation, bound)
+    init(_ name: String, _ measured: Double?, _ relation: String, _ bound: Double, ceiling: Double? = nil) {
+        (self.name, self.measured, self.relation, self.bound, self.ceiling) = (name, measured, relation, bound, ceiling)
         met = measured.map { relation == "≤" ? $0 <= bound : $0 >= bound }
     }
 }
@@ -52,17 +55,33 @@ func targets(_ rows: [Row], defaultGet: Measurement) -> [Target] {
         let row = row(workload)
         return row.peer.map { $0.p50Microseconds / (ours ?? row.cache).p50Microseconds }
     }
+    func ceiling(_ workload: String) -> Double? {
+        let row = row(workload)
+        guard let peer = row.peer, let floor = row.packedFloor else { return nil }
+        return peer.p50Microseconds / floor.p50Microseconds
+    }
     return [
         Target("get 1 KB: SharedCache ÷ floor (pread)", overFloor("get 1 KB"), "≤", 2),
+        Target("get 1 KB, turns of one operation: SharedCache ÷ floor (pread)", overFloor(oneByOneGet), "≤", 2),
         Target(
             "put 1 KB, no fsync: SharedCache ÷ floor (write with O_APPEND)", overFloor("put 1 KB, no fsync"), "≤", 3),
-        Target("get 1 KB: diskcache ÷ SharedCache (from disk)", speedUp("get 1 KB"), "≥", 10),
+        Target(
+            "get 1 KB: diskcache ÷ SharedCache (from disk)", speedUp("get 1 KB"), "≥", 10, ceiling: ceiling("get 1 KB")),
+        Target(
+            "get 1 KB, turns of one operation: diskcache ÷ SharedCache", speedUp(oneByOneGet), "≥", 10,
+            ceiling: ceiling(oneByOneGet)),
         Target(
             "get 1 KB: diskcache ÷ SharedCache (as configured by default: 16 MB memory tier)",
             speedUp("get 1 KB", defaultGet), "≥", 10),
-        Target("put 1 KB, no fsync: diskcache ÷ SharedCache", speedUp("put 1 KB, no fsync"), "≥", 20),
-        Target("get 100 KB: diskcache ÷ SharedCache (from disk)", speedUp("get 100 KB"), "≥", 4),
-        Target("put 100 KB, no fsync: diskcache ÷ SharedCache", speedUp("put 100 KB, no fsync"), "≥", 3),
+        Target(
+            "put 1 KB, no fsync: diskcache ÷ SharedCache", speedUp("put 1 KB, no fsync"), "≥", 20,
+            ceiling: ceiling("put 1 KB, no fsync")),
+        Target(
+            "get 100 KB: diskcache ÷ SharedCache (from disk)", speedUp("get 100 KB"), "≥", 4,
+            ceiling: ceiling("get 100 KB")),
+        Target(
+            "put 100 KB, no fsync: diskcache ÷ SharedCache", speedUp("put 100 KB, no fsync"), "≥", 3,
+            ceiling: ceiling("put 100 KB, no fsync")),
     ]
 }
 
@@ -70,7 +89,7 @@ func targets(_ rows: [Row], defaultGet: Measurement) -> [Target] {
 func printOperations(_ rows: [Row], defaultGet: Measurement, targets: [Target]) {
     func p50(_ measurement: Measurement?) -> String { measurement.map { format($0.p50Microseconds) } ?? "–" }
     print(
-        "| workload, in turns op by op | floor: one file p50 µs | floor: file per key p50 µs | SharedCache p50 µs "
+        "| workload, in turns of \(steadyBatch) operations | floor: one file p50 µs | floor: file per key p50 µs | SharedCache p50 µs "
             + "| p99 µs | ops/s | diskcache 5.6.3 p50 µs | p99 µs |")
     print("|---|---|---|---|---|---|---|---|")
     for row in rows {
@@ -95,12 +114,15 @@ func printOperations(_ rows: [Row], defaultGet: Measurement, targets: [Target]) 
         print("(diskcache not run: Tools/bench/run runs it, or --peer PYTHON with diskcache installed.)")
     }
     print("")
-    print("| target, p50 ÷ p50 in this run | measured | target | met |")
-    print("|---|---|---|---|")
+    print("| target, p50 ÷ p50 in this run | measured | target | met | the floor's own (ceiling from disk) |")
+    print("|---|---|---|---|---|")
     for target in targets {
         let measured = target.measured.map { String(format: "%.2f×", $0) } ?? "not run"
         let met = target.met.map { $0 ? "yes" : "no" } ?? ""
-        print("| \(target.name) | \(measured) | \(target.relation) \(String(format: "%g", target.bound))× | \(met) |")
+        let ceiling = target.ceiling.map { String(format: "%.2f×", $0) } ?? ""
+        print(
+            "| \(target.name) | \(measured) | \(target.relation) \(String(format: "%g", target.bound))× | \(met) "
+                + "| \(ceiling) |")
     }
 }
 
@@ -129,7 +151,9 @@ func printHTTP(_ http: HTTPMeasurement?, requests httpRequests: Int) {
     if let http {
         let added = http.revalidatedFetch.p50Microseconds - http.bareConditional.p50Microseconds
         let share = added / http.bareConditional.p50Microseconds * 100
-        print("| HTTP against nginx on loopback, 1 KB, \(httpRequests) requests | p50 µs | p99 µs | added (p50) | target |")
+        print(
+            "| HTTP against nginx on loopback, 1 KB, \(httpRequests) requests | p50 µs | p99 µs | added (p50) | target |"
+        )
         print("|---|---|---|---|---|")
         print(
             "| URLSession alone: conditional GET, 304 | \(format(http.bareConditional.p50Microseconds)) | "
@@ -138,12 +162,18 @@ func printHTTP(_ http: HTTPMeasurement?, requests httpRequests: Int) {
             "| fetch, revalidated (pin, 304, freshen, serve) | \(format(http.revalidatedFetch.p50Microseconds)) | "
                 + "\(format(http.revalidatedFetch.p99Microseconds)) | \(format(added)) µs = \(String(format: "%.0f", share)) % "
                 + "| ≤ 10 % or ≤ 100 µs |")
-        print("| get (memory tier) | \(format(http.plainGet.p50Microseconds)) | \(format(http.plainGet.p99Microseconds)) | | |")
+        print(
+            "| get (memory tier) | \(format(http.plainGet.p50Microseconds)) | \(format(http.plainGet.p99Microseconds)) | | |"
+        )
         print(
             "| fetch, fresh hit | \(format(http.freshFetch.p50Microseconds)) | \(format(http.freshFetch.p99Microseconds)) | "
                 + "\(format(http.freshFetch.p50Microseconds - http.plainGet.p50Microseconds)) µs | |")
-        print("| get 1 KB from disk | \(format(http.diskGet.p50Microseconds)) | \(format(http.diskGet.p99Microseconds)) | | |")
-        print("| get 1 KB from the memory tier | \(format(http.memoryGet.p50Microseconds)) | \(format(http.memoryGet.p99Microseconds)) | | |")
+        print(
+            "| get 1 KB from disk | \(format(http.diskGet.p50Microseconds)) | \(format(http.diskGet.p99Microseconds)) | | |"
+        )
+        print(
+            "| get 1 KB from the memory tier | \(format(http.memoryGet.p50Microseconds)) | \(format(http.memoryGet.p99Microseconds)) | | |"
+        )
     } else {
         print("(HTTP rows skipped: /usr/sbin/nginx is not installed; apt-get install nginx-light)")
     }
@@ -151,47 +181,60 @@ func printHTTP(_ http: HTTPMeasurement?, requests httpRequests: Int) {
 
 /// The 8-process table: the floors, diskcache (when measured) and SharedCache.
 func printMixed(_ runs: MixedRuns) {
-    print("| \(mixedProcesses) processes at once, 90 % get / 10 % put of 1 KB over \(mixedKeys) keys | ops/s (all processes) "
-        + "| p50 µs | p99 µs | p99.9 µs | max µs | target |")
+    print(
+        "| \(mixedProcesses) processes at once, 90 % get / 10 % put of 1 KB over \(mixedKeys) keys | ops/s (all processes) "
+            + "| p50 µs | p99 µs | p99.9 µs | max µs | target |")
     print("|---|---|---|---|---|---|---|")
     func mixedLine(_ name: String, _ run: MixedMeasurement, _ target: String) {
-        print("| \(name) | \(formatRate(run.operationsPerSecond)) | \(format(run.p50Microseconds)) | \(format(run.p99Microseconds)) "
-            + "| \(format(run.p999Microseconds)) | \(format(run.maxMicroseconds)) | \(target) |")
+        print(
+            "| \(name) | \(formatRate(run.operationsPerSecond)) | \(format(run.p50Microseconds)) | \(format(run.p99Microseconds)) "
+                + "| \(format(run.p999Microseconds)) | \(format(run.maxMicroseconds)) | \(target) |")
     }
     mixedLine("floor: the same syscalls alone (open + pread + close; create + write + rename + append)", runs.floor, "")
     mixedLine(
         "scheduler: each operation only keeps the CPU busy for SharedCache's p50 (\(format(runs.sharedCache.p50Microseconds)) µs)",
         runs.scheduler, "")
     if let diskcache = runs.diskcache { mixedLine("diskcache", diskcache, "") }
-    let ratio = runs.diskcache.map { String(format: ", %.1f× diskcache's ops/s", runs.sharedCache.operationsPerSecond / $0.operationsPerSecond) } ?? ""
+    let ratio =
+        runs.diskcache.map {
+            String(format: ", %.1f× diskcache's ops/s", runs.sharedCache.operationsPerSecond / $0.operationsPerSecond)
+        } ?? ""
     mixedLine("SharedCache\(ratio)", runs.sharedCache, "≥ 2× ops/s, p99.9 ≤ 5000 µs")
     let cores = runs.sharedCacheOnePerCore.processes
-    mixedLine("SharedCache with \(cores) processes, one per core (4× the operations each)", runs.sharedCacheOnePerCore, "")
+    mixedLine(
+        "SharedCache with \(cores) processes, one per core (4× the operations each)", runs.sharedCacheOnePerCore, "")
 }
 
 /// Cost per operation, open time and memory as the directory grows; instructions per operation.
 func printScale(_ scaleRows: [ScaleMeasurement], instructions: InstructionCounts?) {
-    print("| entries (100 B each) | open ms | resident B/entry | get p50 µs | get floor | get ÷ floor | put p50 µs | put floor | put ÷ floor |")
+    print(
+        "| entries (100 B each) | open ms | resident B/entry | get p50 µs | get floor | get ÷ floor | put p50 µs | put floor | put ÷ floor |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     func getRatio(_ row: ScaleMeasurement) -> Double { row.get.p50Microseconds / row.getFloor.p50Microseconds }
     func putRatio(_ row: ScaleMeasurement) -> Double { row.put.p50Microseconds / row.putFloor.p50Microseconds }
     for row in scaleRows {
-        print("| \(row.entries) | \(format(row.openMilliseconds)) | \(format(row.residentBytesPerEntry)) "
-            + "| \(format(row.get.p50Microseconds)) | \(format(row.getFloor.p50Microseconds)) | \(String(format: "%.2f", getRatio(row))) "
-            + "| \(format(row.put.p50Microseconds)) | \(format(row.putFloor.p50Microseconds)) | \(String(format: "%.2f", putRatio(row))) |")
+        print(
+            "| \(row.entries) | \(format(row.openMilliseconds)) | \(format(row.residentBytesPerEntry)) "
+                + "| \(format(row.get.p50Microseconds)) | \(format(row.getFloor.p50Microseconds)) | \(String(format: "%.2f", getRatio(row))) "
+                + "| \(format(row.put.p50Microseconds)) | \(format(row.putFloor.p50Microseconds)) | \(String(format: "%.2f", putRatio(row))) |"
+        )
     }
     if let first = scaleRows.first, let last = scaleRows.last {
         print("")
-        print("From \(first.entries) to \(last.entries) entries, against the floor in the same folders: "
-            + "get \(String(format: "%.2f×", getRatio(last) / getRatio(first))), "
-            + "put \(String(format: "%.2f×", putRatio(last) / putRatio(first))) (target ≤ 1.5×); "
-            + "unnormalised: get \(String(format: "%.2f×", last.get.p50Microseconds / first.get.p50Microseconds)), "
-            + "put \(String(format: "%.2f×", last.put.p50Microseconds / first.put.p50Microseconds)); "
-            + "open \(format(last.openMilliseconds)) ms (target ≤ 500 ms at 1,000,000); "
-            + "\(format(last.residentBytesPerEntry)) B/entry resident (target ≤ 150).")
+        print(
+            "From \(first.entries) to \(last.entries) entries, against the floor in the same folders: "
+                + "get \(String(format: "%.2f×", getRatio(last) / getRatio(first))), "
+                + "put \(String(format: "%.2f×", putRatio(last) / putRatio(first))) (target ≤ 1.5×); "
+                + "unnormalised: get \(String(format: "%.2f×", last.get.p50Microseconds / first.get.p50Microseconds)), "
+                + "put \(String(format: "%.2f×", last.put.p50Microseconds / first.put.p50Microseconds)); "
+                + "open \(format(last.openMilliseconds)) ms (target ≤ 500 ms at 1,000,000); "
+                + "\(format(last.residentBytesPerEntry)) B/entry resident (target ≤ 150).")
     }
     if let instructions {
-        print("Instructions per operation (callgrind, 1 KB, memory tier off): get \(Int(instructions.get)), put \(Int(instructions.put)).")
+        print(
+            "Instructions per operation (callgrind, 1 KB, memory tier off): get \(Int(instructions.get)), put \(Int(instructions.put))."
+        )
     } else {
         print("(Instruction counts skipped: valgrind is not installed.)")
     }

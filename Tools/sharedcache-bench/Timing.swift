@@ -21,42 +21,53 @@ struct Measurement: Codable {
     var operationsPerSecond: Double
 }
 
-/// One side of a measurement that takes turns (``measureInTurns(count:_:)``): its operation on
-/// index `i`, returning the nanoseconds it took.
+/// One side of a measurement that takes turns (``measureInTurns(count:batch:_:)``): its
+/// operations on the indices of a batch, one after another, and the nanoseconds each took.
 struct Contender {
     var name: String
-    var time: (Int) throws -> UInt64
+    var time: (Range<Int>) throws -> [UInt64]
 
     /// An operation of this process, timed here with the monotonic clock.
     static func local(_ name: String, _ operation: @escaping (Int) throws -> Void) -> Contender {
-        Contender(name: name) { index in
-            let before = now()
-            try operation(index)
-            return now() - before
+        Contender(name: name) { batch in
+            try batch.map { index in
+                let before = now()
+                try operation(index)
+                return now() - before
+            }
         }
+    }
+
+    /// `operation` on key `key(i)` done by `server`, which times it there.
+    static func server(
+        _ name: String, _ server: OperationServer, _ operation: String, key: @escaping (Int) -> Int = { $0 }
+    ) -> Contender {
+        Contender(name: name) { batch in try server.time(operation, batch.map(key)) }
     }
 }
 
-/// Times each contender's operation on i for i in 0..<count, one operation at a time, the
-/// contenders taking turns at every i; their measurements, in their order.
+/// Times each contender's operation on i for i in 0..<count; their measurements, in their order.
 ///
-/// Taking turns, all contenders see the same machine: on a shared VM the filesystem's speed
-/// drifts by several times within a minute, and timing one after the other would compare
-/// different machines. The order rotates by one from one i to the next, so no contender always
-/// runs right after the same other one (in its wake: the caches it left, the round trip to
-/// another process it waited for).
-func measureInTurns(count: Int, _ contenders: [Contender]) throws -> [Measurement] {
-    var samples = [[UInt64]](repeating: [UInt64](repeating: 0, count: count), count: contenders.count)
-    for index in 0..<count {
+/// The contenders take turns a batch of `batch` operations at a time, so all see the same
+/// machine: on a shared VM the filesystem's speed drifts by several times within a minute, and
+/// timing one after the other would compare different machines. The order rotates by one from
+/// one batch to the next, so no contender always runs right after the same other one. A batch
+/// of 1 times each operation right after the others' (in their wake: the caches they left, the
+/// switch to and from their process); a batch of hundreds times each in its steady state, as a
+/// program doing many of them runs it.
+func measureInTurns(count: Int, batch: Int = 1, _ contenders: [Contender]) throws -> [Measurement] {
+    var samples = [[UInt64]](repeating: [], count: contenders.count)
+    for (round, start) in stride(from: 0, to: count, by: batch).enumerated() {
+        let indices = start..<min(count, start + batch)
         for turn in 0..<contenders.count {
-            let contender = (index + turn) % contenders.count
-            samples[contender][index] = try contenders[contender].time(index)
+            let contender = (round + turn) % contenders.count
+            samples[contender] += try contenders[contender].time(indices)
         }
     }
     return zip(contenders, samples).map { summarize($0.name, $1) }
 }
 
-/// Times `floor(i)` and `cache(i)` in turns (``measureInTurns(count:_:)``) for i in 0..<count.
+/// Times `floor(i)` and `cache(i)` in turns (``measureInTurns(count:batch:_:)``) for i in 0..<count.
 func measurePair(
     _ name: String, count: Int, floor: @escaping (Int) throws -> Void, cache: @escaping (Int) throws -> Void
 ) throws -> (floor: Measurement, cache: Measurement) {
