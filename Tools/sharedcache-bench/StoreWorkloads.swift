@@ -44,8 +44,8 @@ private func storeWorkloads(in root: String, size: Int, keys: Int, floors: Strin
     let body = Data(repeating: 0x5A, count: size)
     let put = try measureRow(
         "put \(label), no fsync", count: keys, batch: steadyBatch,
-        cache: .local("SharedCache put") { index in
-            try cache.put(key: names[index], data: body, metadata: EntryMetadata(etag: "\"v\(index)\""))
+        cache: .local("SharedCache put", preparing: { (names[$0], EntryMetadata(etag: "\"v\($0)\"")) }) {
+            try cache.put(key: $0, data: body, metadata: $1)
         },
         packedFloor: floors.map { .server("floor: write with O_APPEND", $0, "append") },
         filePerKeyFloor: floors.map { .server("floor: create + write + rename", $0, "create") },
@@ -55,8 +55,8 @@ private func storeWorkloads(in root: String, size: Int, keys: Int, floors: Strin
     func gets(_ workload: String, count: Int, batch: Int) throws -> Row {
         try measureRow(
             workload, count: count, batch: batch,
-            cache: .local("SharedCache get") { index in
-                guard try cache.get(key: names[order[index]]) != nil else { fatalError("benchmark key missing") }
+            cache: .local("SharedCache get", preparing: { names[order[$0]] }) { name in
+                guard try cache.get(key: name) != nil else { fatalError("benchmark key missing") }
             },
             packedFloor: floors.map { .server("floor: pread", $0, "pread") { order[$0] } },
             filePerKeyFloor: floors.map { .server("floor: open + pread + close", $0, "open") { order[$0] } },

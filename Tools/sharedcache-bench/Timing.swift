@@ -29,10 +29,19 @@ struct Contender {
 
     /// An operation of this process, timed here with the monotonic clock.
     static func local(_ name: String, _ operation: @escaping (Int) throws -> Void) -> Contender {
+        local(name, preparing: { $0 }, operation)
+    }
+
+    /// An operation of this process on what `prepare` makes of the index (a key, say), made
+    /// before the clock starts, as the floors and the peer make theirs.
+    static func local<Input>(
+        _ name: String, preparing prepare: @escaping (Int) -> Input, _ operation: @escaping (Input) throws -> Void
+    ) -> Contender {
         Contender(name: name) { batch in
             try batch.map { index in
+                let input = prepare(index)
                 let before = now()
-                try operation(index)
+                try operation(input)
                 return now() - before
             }
         }

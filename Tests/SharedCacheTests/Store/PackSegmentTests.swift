@@ -71,13 +71,15 @@ struct PackSegmentTests {
         }
     }
 
-    @Test(arguments: [-1, 40])  // a body byte; a header byte (in the key)
-    func aDamagedRecordIsAMissAndIsDiscarded(offset: Int) throws {
+    /// A body byte or a header byte (in the key) flipped, in a record read whole by one `pread`
+    /// and in one whose body is read to its place by a `preadv` (past `wholeRecordReadLimit`).
+    @Test(arguments: [-1, 40], [1000, 8000])
+    func aDamagedRecordIsAMissAndIsDiscarded(offset: Int, size: Int) throws {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
-        try cache.put(key: "first", data: Self.body(1))
-        try cache.put(key: "victim", data: Self.body(2))
-        try cache.put(key: "last", data: Self.body(3))
+        try cache.put(key: "first", data: Self.body(1, size: size))
+        try cache.put(key: "victim", data: Self.body(2, size: size))
+        try cache.put(key: "last", data: Self.body(3, size: size))
         let segment = directory("cache/packs/\(try #require(try packSegments(in: directory("cache")).first))")
         let location = try #require(try cache.engine.currentEntry(KeyHash(key: "victim"))).location
         let handle = try #require(FileHandle(forUpdatingAtPath: segment))
@@ -91,8 +93,8 @@ struct PackSegmentTests {
         #expect(try cache.get(key: "victim") == nil)
         #expect(try cache.statistics().damagedBlobs == 1)
         #expect(try !cache.contains(key: "victim"))
-        #expect(try cache.get(key: "first")?.data == Self.body(1))
-        #expect(try cache.get(key: "last")?.data == Self.body(3))
+        #expect(try cache.get(key: "first")?.data == Self.body(1, size: size))
+        #expect(try cache.get(key: "last")?.data == Self.body(3, size: size))
     }
 
     /// sharedcache(5), "Reading and recovery": a lost manifest comes back from the journal
