@@ -17,7 +17,8 @@ package import SharedCachePlatform
 /// tail of that segment is truncated away instead, because no one else can be writing it; the
 /// tail of any other segment the cursor reaches is never touched, as its owner may be mid-write.
 ///
-/// Not thread-safe; ``LiveIndex`` keeps it under its owner's lock.
+/// Not thread-safe; ``LiveIndex`` keeps it under its owner's lock, and its properties are
+/// exempt from run-time exclusivity checks for the same reason as ``LiveIndex``'s.
 package final class JournalCursor {
     package enum Progress: Equatable {
         /// Every whole record has been applied.
@@ -29,14 +30,14 @@ package final class JournalCursor {
         case stoppedAtCorruption
     }
 
-    package private(set) var segment: JournalSegment
-    package private(set) var offset: Int64
-    package private(set) var lastSequence: UInt64
+    @exclusivity(unchecked) package private(set) var segment: JournalSegment
+    @exclusivity(unchecked) package private(set) var offset: Int64
+    @exclusivity(unchecked) package private(set) var lastSequence: UInt64
     /// Set once the current segment's `sealed` record has been applied.
-    private(set) var sealedNext: UInt64?
+    @exclusivity(unchecked) private(set) var sealedNext: UInt64?
     /// Torn or corrupt tails this cursor truncated while repairing.
-    package private(set) var repairs = 0
-    private var buffer: [UInt8] = []
+    @exclusivity(unchecked) package private(set) var repairs = 0
+    @exclusivity(unchecked) private var buffer: [UInt8] = []
 
     /// Starts at the beginning of `segment`, treating records up to `lastSequence` as applied.
     package init(segment: JournalSegment, lastSequence: UInt64) {
