@@ -21,12 +21,14 @@ struct ChecksumTests {
         #expect(CRC32C.checksum(bytes) == expected)
     }
 
-    /// The 3-way hardware path folds thirds together; check it against a bitwise reference at
-    /// lengths on both sides of where it starts, and at odd offsets.
+    /// The 3-way hardware path folds chunks of three 256-byte or 8 KiB blocks together; check it
+    /// against a bitwise reference at lengths on both sides of where each starts, and at an odd
+    /// offset.
     @Test func crc32cMatchesBitwiseReferenceAtEveryPath() {
         var random = TestSeed.generator("crc32cMatchesBitwiseReferenceAtEveryPath")
         let data = (0..<70_010).map { _ in UInt8.random(in: 0...255, using: &random) }
-        for length in [1, 7, 8, 9, 1535, 1536, 1537, 4095, 4096, 65_536, 69_999] {
+        let edges = [767, 768, 769, 1024, 1535, 1536, 1537, 2304, 24_575, 24_576, 24_577, 25_344, 49_152]
+        for length in [0, 1, 7, 8, 9, 255, 256, 4095, 4096, 65_536, 69_999] + edges {
             let slice = Array(data[3..<(3 + length)])
             #expect(CRC32C.checksum(slice) == referenceCRC32C(slice), "length \(length); \(TestSeed.replay)")
         }
