@@ -15,6 +15,10 @@
  *   create N  create DIR/tmp/N, write the value, close, rename to DIR/XX/<N in 64 hex digits>
  *             (XX = N mod 256), as a store of a file per key does; no fsync
  *   open N    open + pread of the value + close of the file `create N` made
+ *   commit N  the system calls of SharedCache's put: pwrite of a record (the value and a
+ *             184-byte header) at the end of DIR/segment, then, under an exclusive flock on
+ *             DIR/journal, an fstat of it and one write with O_APPEND of a 154-byte journal
+ *             record; so the benchmark can tell a put's system calls from the rest of its cost
  *
  * Files are left in DIR for the driver to remove. The end of standard input ends the program
  * (status 0); a failed call ends it with a message on standard error (status 1), and a bad
@@ -28,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,11 +92,26 @@ int main(int argc, char **argv)
     int reader = open(packed, O_RDONLY | O_CLOEXEC);
     if (reader < 0) fail("open", packed);
 
+    // The pack segment and journal of `commit`: the segment written at its end, as its one
+    // writer does; the journal appended to, as every writer does.
+    char segment_path[4096], journal_path[4096];
+    snprintf(segment_path, sizeof segment_path, "%s/segment", dir);
+    snprintf(journal_path, sizeof journal_path, "%s/journal", dir);
+    int segment = open(segment_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (segment < 0) fail("open", segment_path);
+    int journal = open(journal_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+    if (journal < 0) fail("open", journal_path);
+    off_t segment_end = 0;
+    enum { record_header = 184, journal_record = 154 };
+
     // Bytes that are not all one value, so nothing below could store them specially; one buffer
     // for every read, so no read pays for an allocation: the floor is the system call.
-    unsigned char *value = malloc(size), *buffer = malloc(size);
-    if (value == NULL || buffer == NULL) fail("malloc", "");
+    unsigned char *value = malloc(size), *buffer = malloc(size), *record = calloc(1, size + record_header);
+    if (value == NULL || buffer == NULL || record == NULL) fail("malloc", "");
     for (size_t index = 0; index < size; index++) value[index] = (unsigned char)(index * 131 + 7);
+    memcpy(record + record_header, value, size);
+    unsigned char entry[journal_record] = {0};
+    struct stat status;
 
     char line[128], operation[16];
     long key;
@@ -116,6 +136,14 @@ int main(int argc, char **argv)
             if (file < 0) fail("open", path);
             require(pread(file, buffer, size, 0), size, "pread", path);
             close(file);
+        } else if (strcmp(operation, "commit") == 0) {
+            require(pwrite(segment, record, size + record_header, segment_end), size + record_header, "pwrite",
+                segment_path);
+            segment_end += (off_t)(size + record_header);
+            if (flock(journal, LOCK_EX) < 0) fail("flock", journal_path);
+            if (fstat(journal, &status) < 0) fail("fstat", journal_path);
+            require(write(journal, entry, sizeof entry), sizeof entry, "write", journal_path);
+            if (flock(journal, LOCK_UN) < 0) fail("flock", journal_path);
         } else {
             usage("unknown operation");
         }

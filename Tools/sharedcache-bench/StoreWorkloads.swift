@@ -49,6 +49,7 @@ private func storeWorkloads(in root: String, size: Int, keys: Int, floors: Strin
         },
         packedFloor: floors.map { .server("floor: write with O_APPEND", $0, "append") },
         filePerKeyFloor: floors.map { .server("floor: create + write + rename", $0, "create") },
+        systemCalls: floors.map { .server("floor: a put's system calls", $0, "commit") },
         peer: peer.map { .server("diskcache put", $0, "put") })
 
     let order = (0..<keys * 5).map { _ in Int.random(in: 0..<keys) }
@@ -79,15 +80,15 @@ let oneByOneGet = "get 1 KB, turns of one operation"
 /// One row: SharedCache and whichever of the floors and the peer run, in turns.
 private func measureRow(
     _ workload: String, count: Int, batch: Int, cache: Contender, packedFloor: Contender?, filePerKeyFloor: Contender?,
-    peer: Contender?
+    systemCalls: Contender? = nil, peer: Contender?
 ) throws -> Row {
     var measured = try measureInTurns(
-        count: count, batch: batch, [cache, packedFloor, filePerKeyFloor, peer].compactMap { $0 })[...]
+        count: count, batch: batch, [cache, packedFloor, filePerKeyFloor, systemCalls, peer].compactMap { $0 })[...]
     func next(_ contender: Contender?) -> Measurement? { contender.flatMap { _ in measured.popFirst() } }
     let cache = measured.popFirst()!
     return Row(
-        workload: workload, packedFloor: next(packedFloor), filePerKeyFloor: next(filePerKeyFloor), cache: cache,
-        peer: next(peer))
+        workload: workload, packedFloor: next(packedFloor), filePerKeyFloor: next(filePerKeyFloor),
+        systemCalls: next(systemCalls), cache: cache, peer: next(peer))
 }
 
 /// Fills a cache with `count` tiny entries, then times opening it from the journal alone and

@@ -19,6 +19,9 @@ struct Row: Codable {
     /// The floor in a file per key (with `--floors`): a get is `open` + `pread` + `close`, a put
     /// create + `write` + `close` + `rename` into place.
     var filePerKeyFloor: Measurement?
+    /// For a put (with `--floors`): the system calls SharedCache's put makes, alone, in C: a
+    /// `pwrite` of the record, then under the journal's `flock` an `fstat` and one append.
+    var systemCalls: Measurement?
     var cache: Measurement
     /// python-diskcache doing the same operations (with `--peer`).
     var peer: Measurement?
@@ -109,6 +112,13 @@ func printOperations(_ rows: [Row], defaultGet: Measurement, targets: [Target]) 
             "Floors (Tools/bench/floors.c, timed in its own process): in one file, a get is one pread of the "
                 + "value from an open file of all keys, a put one write of it with O_APPEND; in a file per key, "
                 + "a get is open + pread + close, a put create + write + close + rename into place. No fsync.")
+    }
+    for row in rows {
+        guard let calls = row.systemCalls else { continue }
+        print(
+            "\(row.workload): the same system calls alone, in C (pwrite of the record; flock, fstat, write of a "
+                + "154-byte journal record, flock): p50 \(format(calls.p50Microseconds)) µs, the rest of "
+                + "SharedCache's \(format(row.cache.p50Microseconds)) µs is its own work.")
     }
     if rows.first?.peer == nil {
         print("(diskcache not run: Tools/bench/run runs it, or --peer PYTHON with diskcache installed.)")

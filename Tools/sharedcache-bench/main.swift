@@ -114,7 +114,7 @@ let instructions = try instructionCounts(in: "\(runRoot)/instructions")
 
 print(
     "SharedCache benchmark: \(ProcessInfo.processInfo.activeProcessorCount) CPUs, "
-        + "\(options.quick ? "quick run" : "full run"), floors and cache in turns op by op, directory \(base)")
+        + "\(options.quick ? "quick run" : "full run"), floors, cache and peer in turns, directory \(base)")
 print("")
 printOperations(rows, defaultGet: defaultGet, targets: operationTargets)
 print("")
