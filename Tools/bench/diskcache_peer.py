@@ -6,8 +6,9 @@
         after a first line "START END" of the run's monotonic times.
     python diskcache_peer.py serve DIR SIZE
         reads "put N" or "get N" lines; does each operation on key N and answers with the
-        nanoseconds it took, measured here; so the driver can interleave diskcache's operations
-        with SharedCache's and the floor's, one by one, on the same moment of a noisy machine.
+        nanoseconds it took, measured here; so the driver can have diskcache's operations take
+        turns with SharedCache's and the floor's (one, or a batch, at a time), on the same
+        moment of a noisy machine.
     python diskcache_peer.py fill DIR KEYS SIZE
         stores KEYS keys of SIZE bytes (the mixed run's starting state).
 

@@ -7,7 +7,8 @@
  * Reads requests "OPERATION N" on standard input, one a line, does the operation on key N with
  * a value of SIZE bytes, and answers each with the nanoseconds it took, on a line of its own.
  * The time is taken here (CLOCK_MONOTONIC), so the round trip through the pipe is not counted;
- * the driver sends one request at a time, taking turns with SharedCache and diskcache.
+ * the driver sends a turn's requests (one, or a batch) in one write, taking turns with
+ * SharedCache and diskcache.
  *
  *   append N  one write(2) of the value to DIR/packed, opened once with O_APPEND
  *   pread N   pread(2) of key N's value from DIR/packed, opened once: the value at N * SIZE
