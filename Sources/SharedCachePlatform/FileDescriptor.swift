@@ -48,6 +48,17 @@ package struct FileDescriptor: ~Copyable, Sendable {
         try System.status(rawValue)
     }
 
+    /// The file's size and link count, for a reader that only asks whether a file grew or was
+    /// deleted, on every cache call.
+    ///
+    /// Not ``status()``: `fstat` reports the file's times too, and on Linux 6.13 and later a
+    /// file whose change time was read gets a fine-grained time stamp at its next write, which
+    /// dirties its inode in the filesystem's journal. Measured in C on ext4, an `fstat` of the
+    /// journal before each append made a put's system calls cost 5.3 µs instead of 3.8 µs.
+    package func sizeAndLinkCount() throws(SystemError) -> (size: Int64, linkCount: UInt64) {
+        try System.sizeAndLinkCount(rawValue)
+    }
+
     /// Reads until `buffer` is full or the file ends, starting at `offset`.
     ///
     /// - Returns: The number of bytes read; less than `buffer.count` only at end of file.

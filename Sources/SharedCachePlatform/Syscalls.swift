@@ -7,6 +7,7 @@ import Musl
 #else
 #error("Unsupported platform")
 #endif
+import CSharedCacheSupport
 
 // Every system call the cache makes goes through this file (and its +Linux / +Darwin halves),
 // so the errno policy is written once and every call can be failed on purpose (Failpoint.swift):
@@ -165,6 +166,15 @@ package enum System {
         var raw = stat()
         _ = try retryingInterrupts("fstat") { fstat(descriptor, &raw) }
         return FileStatus(raw)
+    }
+
+    /// Size and link count of an open descriptor, and nothing else: see
+    /// ``FileDescriptor/sizeAndLinkCount()``. The C function is `statx` on Linux, else `fstat`.
+    static func sizeAndLinkCount(_ descriptor: Int32) throws(SystemError) -> (size: Int64, linkCount: UInt64) {
+        var size: Int64 = 0
+        var links: UInt64 = 0
+        _ = try retryingInterrupts("statx") { scs_size_and_links(descriptor, &size, &links) }
+        return (size, links)
     }
 
     /// Status of `path` without following a final symlink. The C function is `fstatat`.

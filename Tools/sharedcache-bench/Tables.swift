@@ -20,7 +20,7 @@ struct Row: Codable {
     /// create + `write` + `close` + `rename` into place.
     var filePerKeyFloor: Measurement?
     /// For a put (with `--floors`): the system calls SharedCache's put makes, alone, in C: a
-    /// `pwrite` of the record, then under the journal's `flock` an `fstat` and one append.
+    /// `pwrite` of the record, then under the journal's `flock` a `statx` of its size and one append.
     var systemCalls: Measurement?
     var cache: Measurement
     /// python-diskcache doing the same operations (with `--peer`).
@@ -116,7 +116,7 @@ func printOperations(_ rows: [Row], defaultGet: Measurement, targets: [Target]) 
     for row in rows {
         guard let calls = row.systemCalls else { continue }
         print(
-            "\(row.workload): the same system calls alone, in C (pwrite of the record; flock, fstat, write of a "
+            "\(row.workload): the same system calls alone, in C (pwrite of the record; flock, statx, write of a "
                 + "154-byte journal record, flock): p50 \(format(calls.p50Microseconds)) µs, the rest of "
                 + "SharedCache's \(format(row.cache.p50Microseconds)) µs is its own work.")
     }

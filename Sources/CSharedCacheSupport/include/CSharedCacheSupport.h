@@ -40,6 +40,11 @@ int scs_pipe_cloexec(int ends[2]);
 /// errno set. On other systems it always fails with ENOSYS; Darwin callers read `f_fstypename`.
 int64_t scs_filesystem_magic(int fd);
 
+/// The size and link count of the open file `fd`, without asking for its times: Linux `statx`
+/// for those two alone (a file whose times were read costs more at its next write), `fstat`
+/// elsewhere. Returns 0, or -1 with errno set.
+int scs_size_and_links(int fd, int64_t *size, uint64_t *links);
+
 /// Atomically adds `value` to the 64-bit counter at `counter` (which must be 8-byte aligned, and
 /// may live in memory shared between processes by mmap(2)). Returns the previous value.
 uint64_t scs_atomic_add_u64(uint64_t *counter, uint64_t value);

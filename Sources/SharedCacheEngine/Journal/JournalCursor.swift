@@ -48,7 +48,7 @@ package final class JournalCursor {
 
     /// Applies every whole record past the position, following seals into later segments.
     ///
-    /// Costs one `fstat` when nothing was appended.
+    /// Costs one `statx` (size and link count) when nothing was appended.
     ///
     /// - Parameter repairing: the segment whose append lock the caller holds, if any: only its
     ///   tail may be truncated, and only behind its seal may a missing next segment be made.
@@ -78,15 +78,15 @@ package final class JournalCursor {
                 sealedNext = nil
             }
 
-            let status = try segment.file.status()
-            if status.size < offset { return .mustResynchronize }
-            if status.size == offset {
+            let (size, linkCount) = try segment.file.sizeAndLinkCount()
+            if size < offset { return .mustResynchronize }
+            if size == offset {
                 // A deleted segment is always sealed first; reaching its end without the seal
                 // means it was removed by hand or truncated.
-                return status.linkCount == 0 ? .mustResynchronize : .upToDate
+                return linkCount == 0 ? .mustResynchronize : .upToDate
             }
 
-            let available = Int(status.size - offset)
+            let available = Int(size - offset)
             let chunk = min(available, 4 << 20)
             if buffer.count < chunk { buffer = [UInt8](repeating: 0, count: chunk) }
             let start = offset

@@ -12,7 +12,7 @@ import Testing
 struct FaultInjectionTests {
     static let calls = [
         "openat", "write", "writev", "pwrite", "pread", "preadv", "renameat2", "fdatasync", "fsync", "mkdirat", "unlinkat", "ftruncate", "fstat",
-        "fstatat", "readdir",
+        "statx", "fstatat", "readdir",
     ]
     static let occurrences = 1...6
 
