@@ -58,9 +58,9 @@ final class StoredCandidate: @unchecked Sendable {
         if let held { return held.data }
         guard let pinned else { return nil }
         switch try pinned.read() {
-        case .found(let stored, let data):
-            cache.remember(CacheHit(data: data, entry: stored), for: hash, at: entry.location)
-            return data
+        case .found(let hit):
+            cache.remember(hit, for: hash, at: entry.location)
+            return hit.data
         case .missing, .damaged:
             try cache.discard(hash, key: Array(key.utf8), at: entry.location)
             return nil
@@ -202,7 +202,8 @@ extension CacheEngine {
     ) throws -> PinnedVersion? {
         let hash = KeyHash(key: key)
         let now = Clock.nowMilliseconds()
-        guard let (entry, held) = try currentEntry(hash, fromMemory: true), !entry.isExpired(at: now) else { return nil }
+        var held: CacheHit?
+        guard let entry = try currentEntry(hash, memoryCopy: &held), !entry.isExpired(at: now) else { return nil }
         accessesDue.append((hash, entry, now))
         let metadata: CacheEntry
         let pinned: (any PinnedBody)?
@@ -410,7 +411,7 @@ extension CacheEngine {
             return (pinned, try pinned.read())
         }
         switch read {
-        case (let pinned, .found(_, let data))?: return (pinned, data)
+        case (let pinned, .found(let hit))?: return (pinned, hit.data)
         case nil, (_, .missing)?: return nil
         case (_, .damaged)?:
             try discard(hash, key: Array(version.key.utf8), at: version.location)

@@ -159,7 +159,7 @@ extension BlobFileStore {
         let data = Data(
             bytesNoCopy: mapped.start, count: mapped.count,
             deallocator: .custom { _, _ in withExtendedLifetime(mapped) {} })
-        return .found(CacheEntry(header), data)
+        return .found(CacheHit(data: data, entry: CacheEntry(header)))
     }
 
     package func stream(

@@ -236,7 +236,7 @@ package struct BlobFileStore: BodyStore {
         let data = Data(
             bytesNoCopy: storage.baseAddress! + headerSize, count: body.count,
             deallocator: .custom { pointer, _ in (pointer - headerSize).deallocate() })
-        return .found(CacheEntry(header, in: bytes, key: key), data)
+        return .found(CacheHit(data: data, entry: CacheEntry(header, in: bytes, key: key)))
     }
 
     /// Whether a read failed because a blob's place holds no regular file: a directory

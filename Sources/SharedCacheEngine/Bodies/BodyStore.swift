@@ -1,4 +1,4 @@
-package import Foundation
+import Foundation
 package import SharedCacheFormat
 import SharedCachePlatform
 
@@ -92,8 +92,8 @@ extension BodyStore {
 
 /// What reading a body found.
 package enum BodyRead {
-    /// The body, and its entry under the key the caller asked with.
-    case found(CacheEntry, Data)
+    /// The body, with its entry under the key the caller asked with.
+    case found(CacheHit)
     /// Not there (its entry was removed a moment ago by another process): a plain miss.
     case missing
     /// There, but failing its checks; the caller journals its removal.
@@ -151,8 +151,8 @@ extension PinnedBody {
         var offset = 0
         return { buffer in
             if body == nil {
-                guard case .found(_, let data) = try self.read() else { throw BodyDamage(reason: "gone or damaged") }
-                body = data
+                guard case .found(let hit) = try self.read() else { throw BodyDamage(reason: "gone or damaged") }
+                body = hit.data
             }
             guard let body, offset < body.count else { return .end }
             let count = min(buffer.count, body.count - offset)

@@ -211,7 +211,7 @@ package struct PackedBodyStore: BodyStore {
             let entry = CacheEntry(header, in: headerBytes, key: key)
             if whole { memmove(memory, body.baseAddress!, bodySize) }
             handedOff = true
-            return .found(entry, Data(bytesNoCopy: memory, count: bodySize, deallocator: .free))
+            return .found(CacheHit(data: Data(bytesNoCopy: memory, count: bodySize, deallocator: .free), entry: entry))
         }
         let position = Int64(location.position)
         if whole {

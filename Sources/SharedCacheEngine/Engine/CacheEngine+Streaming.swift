@@ -67,7 +67,7 @@ extension CacheEngine {
         let keyBytes = Array(key.utf8)
         for attempt in 0..<2 {
             let now = now()
-            guard let (entry, _) = try currentEntry(hash, fromMemory: false), !entry.isExpired(at: now) else { break }
+            guard let entry = try currentEntry(hash), !entry.isExpired(at: now) else { break }
             let outcome = try directory.perform("reading an entry") { () throws -> BodyStream in
                 // Bytes sent to a stream cannot be taken back: check the whole body first.
                 if output.isStream {
