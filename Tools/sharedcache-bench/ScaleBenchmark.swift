@@ -167,10 +167,12 @@ func runInstructions(_ arguments: [String]) throws -> Never {
     let body = Data(repeating: 0x45, count: 1024)
     let run = UInt64.random(in: 0...UInt64.max)
     // Keys are made before counting starts, as an application has them: the count is the
-    // operation's, not the string formatting's. Every run makes as many, so they cancel out.
+    // operation's, not the string formatting's. Runs of up to 1,200 make as many, so they cancel
+    // out; a longer run of puts (for a profiler) makes one key per put.
     let keys =
         operation == "get"
-        ? (0..<1200).map { keyName($0 % 1000) } : (0..<1200).map { "https://example.com/instructions/\(run)/\($0)" }
+        ? (0..<1200).map { keyName($0 % 1000) }
+        : (0..<max(1200, count)).map { "https://example.com/instructions/\(run)/\($0)" }
     for index in 0..<count {
         if operation == "get" {
             guard try cache.get(key: keys[index % keys.count]) != nil else { fatalError("entry missing") }
