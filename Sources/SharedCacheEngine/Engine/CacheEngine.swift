@@ -228,8 +228,8 @@ package final class CacheEngine: Sendable {
     /// The index's current entry for `hash`, as ``currentEntry(_:)``; `memoryCopy` is set to the
     /// memory tier's copy of that version if it holds one.
     ///
-    /// The copy comes back through `memoryCopy` rather than with the entry: a get's path then
-    /// moves 56 bytes where a tuple with an optional hit took a 193-byte `memcpy` at each step.
+    /// The copy comes back through `memoryCopy`, not in a tuple with the entry, which a get
+    /// moved by a 193-byte `memcpy` at each step even when the memory tier was empty.
     package func currentEntry(_ hash: KeyHash, memoryCopy: inout CacheHit?) throws(SharedCacheError)
         -> IndexEntry?
     {
