@@ -25,3 +25,11 @@ int scs_pipe_cloexec(int ends[2]) {
     return -1;
 #endif
 }
+
+int scs_no_access_time_flag(void) {
+#if defined(__linux__) && defined(O_NOATIME)
+    return O_NOATIME;
+#else
+    return 0;
+#endif
+}

@@ -168,6 +168,10 @@ package enum System {
         return FileStatus(raw)
     }
 
+    /// The open flag that spares a file's reads the access-time update (Linux `O_NOATIME`);
+    /// 0 where there is none.
+    package static let noAccessTimeFlag: Int32 = scs_no_access_time_flag()
+
     /// Size and link count of an open descriptor, and nothing else: see
     /// ``FileDescriptor/sizeAndLinkCount()``. The C function is `statx` on Linux, else `fstat`.
     static func sizeAndLinkCount(_ descriptor: Int32) throws(SystemError) -> (size: Int64, linkCount: UInt64) {

@@ -1,6 +1,7 @@
 import Foundation
 import SharedCache
 import SharedCacheCLI
+import SharedCachePlatform
 
 #if canImport(Glibc)
 import Glibc
@@ -69,7 +70,7 @@ func runScale(_ arguments: [String]) throws -> Never {
     let segment = try packs.max {
         try FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int ?? 0
             < FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int ?? 0
-    }.map { open($0, O_RDONLY | O_CLOEXEC) } ?? -1
+    }.map { open($0, O_RDONLY | O_CLOEXEC | System.noAccessTimeFlag) } ?? -1
     let segmentSize = max(Int(lseek(segment, 0, SEEK_END)) - 512, 1)
     defer { close(segment) }
     let records = open("\(directory)/tmp/floor-records", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)

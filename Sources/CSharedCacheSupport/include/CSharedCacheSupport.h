@@ -36,6 +36,10 @@ int scs_rename_noreplace(int from_dir, const char *from, int to_dir, const char 
 /// step. Returns 0, or -1 with errno set. On other systems it always fails with ENOSYS.
 int scs_pipe_cloexec(int ends[2]);
 
+/// Linux `O_NOATIME` (reads of the file do not update its access time; allowed only on files the
+/// caller owns, else EPERM), which Swift's Glibc module does not export; 0 on other systems.
+int scs_no_access_time_flag(void);
+
 /// Linux `fstatfs(fd).f_type`: the filesystem's magic number (as in linux/magic.h), or -1 with
 /// errno set. On other systems it always fails with ENOSYS; Darwin callers read `f_fstypename`.
 int64_t scs_filesystem_magic(int fd);

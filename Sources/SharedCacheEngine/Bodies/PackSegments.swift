@@ -94,7 +94,7 @@ package final class PackSegments: Sendable {
     /// The segment `pack`, open for reading; `nil` when it no longer exists (retired).
     package func open(_ pack: UInt64) throws -> PackFile? {
         if let file = readers.withLock({ $0.file(pack) }) { return file }
-        guard let descriptor = try directory.openIfPresent(Self.name(pack), flags: O_RDONLY | O_NONBLOCK) else {
+        guard let descriptor = try directory.openForRepeatedReading(Self.name(pack)) else {
             return nil
         }
         let file = PackFile(pack: pack, file: descriptor)
