@@ -86,7 +86,7 @@ public final class SharedCache: Sendable {
         -> CacheEntry
     {
         let now = engine.now()
-        let expiry = metadata.expiry ?? configuration.defaultExpiry.map { .after($0) } ?? .never
+        let expiry = metadata.expiry ?? engine.defaultExpiry.map { .after($0) } ?? .never
         return try engine.store(
             key: key, data: data, metadata: metadata, storedAt: now, expiresAt: expiry.milliseconds(from: now)
         ).entry

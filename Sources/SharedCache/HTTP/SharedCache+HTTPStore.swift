@@ -228,7 +228,7 @@ extension CacheEngine {
     /// expiry after it was last validated (a stale response is still worth revalidating).
     func retention(birth: Int64, lifetime: Int64, now: Int64) -> Int64 {
         let freshUntil = lifetime == .max ? Int64.max : birth.addingReportingOverflow(lifetime).partialValue
-        let kept = configuration.defaultExpiry.map { Expiry.after($0).milliseconds(from: now) } ?? .max
+        let kept = defaultExpiry.map { Expiry.after($0).milliseconds(from: now) } ?? .max
         return max(freshUntil, kept)
     }
 

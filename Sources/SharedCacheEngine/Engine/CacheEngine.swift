@@ -14,6 +14,9 @@ package final class CacheEngine: Sendable {
     package let path: String
     /// The configuration in effect: shared limits from the directory, the rest as given.
     package var configuration: Configuration { settings.withLock { $0 } }
+    /// The configuration's default expiry, without copying the whole configuration (every put
+    /// reads it).
+    package var defaultExpiry: Duration? { settings.withLock { $0.defaultExpiry } }
     private let settings: Locked<Configuration>
     // What every get reads, fixed when the cache is opened (a reload changes only the shared
     // limits): plain constants, not a locked copy of the whole configuration.
@@ -156,7 +159,9 @@ package final class CacheEngine: Sendable {
             let result = try directory.perform("reading an entry") {
                 try bodies.read(hash, at: entry.location, key: key, expectedSize: entry.bodySize)
             }
-            switch result {
+            // Consumed: the hit moves out of the result instead of being copied (a retain and a
+            // release of each of its references: 120 ns of a 1.5 µs get).
+            switch consume result {
             case .found(let hit):
                 count { $0.hits += 1 }
                 counters?.add(.hits)
@@ -269,12 +274,12 @@ package final class CacheEngine: Sendable {
     {
         var header = try header(
             key: key, metadata: metadata, bodySize: UInt64(data.count), storedAt: storedAt, expiresAt: expiresAt)
+        header.bodyChecksum = data.withUnsafeBytes { CRC32C.checksum($0) }
         let hash = header.keyHash
 
-        let location = try directory.perform("storing an entry") {
+        let location = try directory.perform("storing an entry") { [header] in
             let location = try data.withUnsafeBytes { body in
-                header.bodyChecksum = CRC32C.checksum(body)
-                return try bodies.write(header, body: body, durable: isDurable)
+                try bodies.write(header, body: body, durable: isDurable)
             }
             try commitStored(header, at: location)
             return location
