@@ -49,18 +49,22 @@ struct MemoryTier {
     var cost: Int { totalCost }
 
     /// The copy of the version at `location` of `hash`, if held.
-    mutating func hit(_ hash: KeyHash, at location: BodyLocation, now: UInt64 = Self.now()) -> CacheHit? {
-        guard var item = items[hash] else { return nil }
-        let idle = idleExpiry.map { now &- item.lastUseTime > $0 } ?? false
-        guard item.location == location, !idle else {
+    ///
+    /// One lookup, and the copy's use is marked in place: taking the item out and storing it
+    /// back cost a second lookup and two moves of the whole item. The clock is read only for
+    /// an idle expiry.
+    mutating func hit(_ hash: KeyHash, at location: BodyLocation, now: UInt64? = nil) -> CacheHit? {
+        guard let index = items.index(forKey: hash) else { return nil }
+        let now = idleExpiry == nil ? 0 : now ?? Self.now()
+        let idle = idleExpiry.map { now &- items.values[index].lastUseTime > $0 } ?? false
+        guard items.values[index].location == location, !idle else {
             drop(hash)
             return nil
         }
         clock += 1
-        item.lastUse = clock
-        item.lastUseTime = now
-        items[hash] = item
-        var hit = item.hit
+        items.values[index].lastUse = clock
+        items.values[index].lastUseTime = now
+        var hit = items.values[index].hit
         hit.cacheType = .memory
         return hit
     }
