@@ -25,7 +25,8 @@ int scs_size_and_links(int fd, int64_t *size, uint64_t *links) {
 #if defined(__linux__) && defined(STATX_SIZE)
     // Not fstat: it also reports the file's times, and since Linux 6.13 (multigrain time
     // stamps) a file whose change time was read gets a fine-grained one at its next write,
-    // which dirties its inode in the filesystem's journal; 2 µs on every append that follows.
+    // which dirties its inode in the filesystem's journal even within one tick of the coarse
+    // clock: in C, a put's system calls took 5.3 µs with fstat and 3.8 µs with this.
     struct statx result;
     if (statx(fd, "", AT_EMPTY_PATH, STATX_SIZE | STATX_NLINK, &result) == 0) {
         if ((result.stx_mask & (STATX_SIZE | STATX_NLINK)) == (STATX_SIZE | STATX_NLINK)) {
@@ -33,7 +34,9 @@ int scs_size_and_links(int fd, int64_t *size, uint64_t *links) {
             *links = result.stx_nlink;
             return 0;
         }
-    } else if (errno != ENOSYS) {
+    } else if (errno != ENOSYS && errno != EPERM && errno != EINVAL) {
+        // ENOSYS: a kernel before 4.11; EPERM: a container whose seccomp filter predates statx
+        // (as libuv and swift-corelibs-foundation found); EINVAL: a filesystem that refuses it.
         return -1;
     }
 #endif

@@ -177,7 +177,12 @@ package enum System {
     static func sizeAndLinkCount(_ descriptor: Int32) throws(SystemError) -> (size: Int64, linkCount: UInt64) {
         var size: Int64 = 0
         var links: UInt64 = 0
-        _ = try retryingInterrupts("statx") { scs_size_and_links(descriptor, &size, &links) }
+        #if os(Linux)
+        let name = "statx"
+        #else
+        let name = "fstat"
+        #endif
+        _ = try retryingInterrupts(name) { scs_size_and_links(descriptor, &size, &links) }
         return (size, links)
     }
 

@@ -46,7 +46,7 @@ int64_t scs_filesystem_magic(int fd);
 
 /// The size and link count of the open file `fd`, without asking for its times: Linux `statx`
 /// for those two alone (a file whose times were read costs more at its next write), `fstat`
-/// elsewhere. Returns 0, or -1 with errno set.
+/// elsewhere and where `statx` is refused. Returns 0, or -1 with errno set.
 int scs_size_and_links(int fd, int64_t *size, uint64_t *links);
 
 /// Atomically adds `value` to the 64-bit counter at `counter` (which must be 8-byte aligned, and
