@@ -32,7 +32,7 @@ package final class SharedCounters: @unchecked Sendable {
         case unconditionalRetries = 8
         /// The highest journal sequence number any process has appended (raised atomically
         /// after each append): a reader whose index has applied it has nothing new to read,
-        /// and learns that from one load instead of a `statx` of the journal.
+        /// and learns that from one load instead of a size check of the journal.
         case journalSequence = 9
         /// Removals by reason: `removalsBase + reason.rawValue` (1...7).
         case removalsBase = 16

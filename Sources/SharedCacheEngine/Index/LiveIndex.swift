@@ -4,7 +4,7 @@ import SharedCachePlatform
 /// The index of a cache directory kept current by following the journal.
 ///
 /// Loading reads the manifest and replays the journal from the position it covers. Every cache
-/// call first ``refresh()``es, which costs one `statx` when no process appended anything.
+/// call first ``refresh()``es, which costs one atomic load when no process appended anything.
 /// Changes go through ``withAppendLock(timeout:durable:access:_:)``: under the newest segment's
 /// append lock, catch up, decide the records from the now-current index, append them in one
 /// write, apply them.
@@ -157,7 +157,8 @@ package final class LiveIndex {
     /// Picks up whatever other processes appended since the last call.
     ///
     /// Costs one atomic load when the shared counters say nothing was appended (every appender
-    /// raises them after its write, before its call returns), else one `statx` and the reads.
+    /// raises them after its write, before its call returns), else a size check of the journal
+    /// (``FileDescriptor/sizeAndLinkCount()``) and the reads.
     ///
     /// - Parameter readingTheJournal: read the journal whatever the counters say: the watcher
     ///   does, as it is woken by the write itself, which comes before the counter's raise.

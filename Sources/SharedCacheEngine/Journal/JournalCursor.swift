@@ -48,7 +48,8 @@ package final class JournalCursor {
 
     /// Applies every whole record past the position, following seals into later segments.
     ///
-    /// Costs one `statx` (size and link count) when nothing was appended.
+    /// Costs one size check (``FileDescriptor/sizeAndLinkCount()``: `statx` on Linux, `fstat`
+    /// elsewhere) when nothing was appended.
     ///
     /// - Parameter repairing: the segment whose append lock the caller holds, if any: only its
     ///   tail may be truncated, and only behind its seal may a missing next segment be made.

@@ -31,7 +31,7 @@ public enum JournalWatching: Sendable, Hashable {
 /// A thread that calls `onChange` whenever the journal may have changed.
 ///
 /// The thread is its own, not one of the concurrency pool's: it spends its life blocked in
-/// poll(2) or kevent(2). It costs nothing while the journal is idle but one `statx` per
+/// poll(2) or kevent(2). It costs nothing while the journal is idle but one size check per
 /// re-check interval.
 final class JournalWatcher: Sendable {
     private let stopSignal: StopSignal
