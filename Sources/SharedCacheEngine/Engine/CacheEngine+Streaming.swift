@@ -14,7 +14,7 @@ extension CacheEngine {
         throws(SharedCacheError) -> CacheEntry
     {
         let now = now()
-        let expiry = metadata.expiry ?? configuration.defaultExpiry.map { .after($0) } ?? .never
+        let expiry = metadata.expiry ?? defaultExpiry.map { .after($0) } ?? .never
         return try store(key: key, metadata: metadata, storedAt: now, expiresAt: expiry.milliseconds(from: now)) {
             buffer in try input.next(into: buffer)
         }.entry

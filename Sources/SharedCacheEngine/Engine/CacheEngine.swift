@@ -238,7 +238,8 @@ package final class CacheEngine: Sendable {
     package func currentEntry(_ hash: KeyHash, memoryCopy: inout CacheHit?) throws(SharedCacheError)
         -> IndexEntry?
     {
-        try directory.perform("reading the journal") {
+        memoryCopy = nil
+        return try directory.perform("reading the journal") {
             try withState { state in
                 try state.live.refresh()
                 guard let entry = state.live.index[hash] else { return nil }

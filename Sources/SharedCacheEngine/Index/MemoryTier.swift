@@ -15,7 +15,8 @@ struct MemoryTier {
         var hit: CacheHit
         var cost: Int
         var lastUse: UInt64
-        /// Monotonic nanoseconds of the last use, for the idle expiry.
+        /// Monotonic nanoseconds of the last use, for the idle expiry; 0 without one (and
+        /// never read then).
         var lastUseTime: UInt64
     }
 
@@ -52,7 +53,7 @@ struct MemoryTier {
     ///
     /// One lookup, and the copy's use is marked in place: taking the item out and storing it
     /// back cost a second lookup and two moves of the whole item. The clock is read only for
-    /// an idle expiry.
+    /// an idle expiry, here and in ``insert(_:for:at:now:)``.
     mutating func hit(_ hash: KeyHash, at location: BodyLocation, now: UInt64? = nil) -> CacheHit? {
         guard let index = items.index(forKey: hash) else { return nil }
         let now = idleExpiry == nil ? 0 : now ?? Self.now()
@@ -74,9 +75,10 @@ struct MemoryTier {
 
     /// Keeps a copy of a body just read or stored. Bodies over a quarter of the limit are not
     /// kept: one of them would push out everything else.
-    mutating func insert(_ hit: CacheHit, for hash: KeyHash, at location: BodyLocation, now: UInt64 = Self.now()) {
+    mutating func insert(_ hit: CacheHit, for hash: KeyHash, at location: BodyLocation, now: UInt64? = nil) {
         let cost = hit.data.count + hit.entry.key.utf8.count + Self.overhead
         guard costLimit > 0, cost <= costLimit / 4 else { return }
+        let now = idleExpiry == nil ? 0 : now ?? Self.now()
         drop(hash)
         clock += 1
         var hit = hit
