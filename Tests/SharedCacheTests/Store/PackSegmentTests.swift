@@ -36,6 +36,36 @@ struct PackSegmentTests {
         #expect(report["packThreshold"] as? Int == Configuration.defaultPackThreshold)
     }
 
+    #if os(Linux)
+    /// Segments are read through descriptors that spare each read the access-time update:
+    /// `O_NOATIME` (0o1000000 on every architecture Swift runs on), allowed as the files are
+    /// this user's. Checked from outside, in the flags /proc shows for every read-only
+    /// descriptor of this process open on the segment.
+    @Test func segmentsAreReadWithoutUpdatingAccessTimes() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        try cache.put(key: "k", data: Self.body(1))
+        #expect(try cache.get(key: "k")?.data == Self.body(1))
+        let segment = directory("cache/packs/\(try #require(try packSegments(in: directory("cache")).first))")
+        var readers = 0
+        for descriptor in try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
+            guard
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)")) == segment,
+                let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(descriptor)", encoding: .utf8),
+                let line = info.split(separator: "\n").first(where: { $0.hasPrefix("flags:") }),
+                let flags = Int(line.dropFirst("flags:".count).trimmingCharacters(in: .whitespaces), radix: 8),
+                flags & 0o3 == 0  // O_RDONLY: a reader, not this process's writer
+            else { continue }
+            readers += 1
+            #expect(
+                flags & 0o1_000_000 != 0,
+                "descriptor \(descriptor) reads the segment with flags \(String(flags, radix: 8))")
+        }
+        #expect(readers >= 1)
+        withExtendedLifetime(cache) {}  // its descriptors stay open until the scan is done
+    }
+    #endif
+
     /// Writers at the same time each own a segment; a writer that comes later takes on a
     /// segment nobody writes any more, so a tool run a thousand times leaves one, not a thousand.
     @Test func concurrentWritersOwnASegmentEachAndLaterOnesTakeOnAFinishedOne() throws {
