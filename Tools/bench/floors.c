@@ -16,7 +16,7 @@
  *             (the driver appends keys 0, 1, 2, ... in order, so that is where key N landed)
  *   create N  create DIR/tmp/N, write the value, close, rename to DIR/XX/<N in 64 hex digits>
  *             (XX = N mod 256), as a store of a file per key does; no fsync
- *   open N    open (O_NOATIME) + pread of the value + close of the file `create N` made
+ *   open N    open + pread of the value + close of the file `create N` made
  *   commit N  the system calls of SharedCache's put: pwrite of a record (the value and a
  *             184-byte header) at the end of DIR/segment, then, under an exclusive flock on
  *             DIR/journal, a statx of its size and link count (fstat where there is no statx)
@@ -155,7 +155,7 @@ int main(int argc, char **argv)
             close(file);
             if (rename(temporary, path) < 0) fail("rename", temporary);
         } else if (strcmp(operation, "open") == 0) {
-            int file = open(path, O_RDONLY | O_CLOEXEC | NO_ACCESS_TIME);
+            int file = open(path, O_RDONLY | O_CLOEXEC);
             if (file < 0) fail("open", path);
             require(pread(file, buffer, size, 0), size, "pread", path);
             close(file);

@@ -238,7 +238,7 @@ func printScale(_ scaleRows: [ScaleMeasurement], instructions: InstructionCounts
                 + "put \(String(format: "%.2f×", putRatio(last) / putRatio(first))) (target ≤ 1.5×); "
                 + "unnormalised: get \(String(format: "%.2f×", last.get.p50Microseconds / first.get.p50Microseconds)), "
                 + "put \(String(format: "%.2f×", last.put.p50Microseconds / first.put.p50Microseconds)); "
-                + "open \(format(last.openMilliseconds)) ms (target ≤ 500 ms at 1,000,000); "
+                + "open \(format(last.openMilliseconds)) ms (target ≤ 300 ms at 1,000,000); "
                 + "\(format(last.residentBytesPerEntry)) B/entry resident (target ≤ 150).")
     }
     if let instructions {
