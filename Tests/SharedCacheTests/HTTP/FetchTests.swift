@@ -281,7 +281,7 @@ struct FetchTests {
         let temporary = directory("cache/tmp")
         // Under way: the worker holds the URL's fetch lock, and the body is going to the
         // entry's file (a temporary file stands in the cache).
-        let received = try await eventually(within: .seconds(180)) { () -> Bool in
+        let received = try await eventually(within: downloadUnderWayTimeout) { () -> Bool in
             try FileManager.default.fileExists(atPath: lockFile)
                 && !FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty
         }

@@ -13,6 +13,12 @@ func eventually(within timeout: Duration = .seconds(5), _ condition: () throws -
     }
 }
 
+/// How long a test waits for a slow download (200 MB at 1 MB/s) to get under way. It bounds
+/// only a hang: under the thread sanitizer, with every suite running on 2 cores, one fetch sent
+/// its first request more than 180 s after it was started. The download itself lasts 200 s
+/// from that request, so it is still under way whenever the wait ends.
+let downloadUnderWayTimeout: Duration = .seconds(600)
+
 /// ``eventually(within:_:)`` for async tests: it waits with `Task.sleep`, so it never holds one
 /// of the cooperative pool's few threads (on 2 cores, two such waits would starve the very task
 /// they wait for).
