@@ -52,11 +52,10 @@ struct MemoryTier {
     /// The copy of the version at `location` of `hash`, if held.
     ///
     /// One lookup, and the copy's use is marked in place: taking the item out and storing it
-    /// back cost a second lookup and two moves of the whole item. The clock is read only for
-    /// an idle expiry, here and in ``insert(_:for:at:now:)``.
+    /// back cost a second lookup and two moves of the whole item.
     mutating func hit(_ hash: KeyHash, at location: BodyLocation, now: UInt64? = nil) -> CacheHit? {
         guard let index = items.index(forKey: hash) else { return nil }
-        let now = idleExpiry == nil ? 0 : now ?? Self.now()
+        let now = useTime(now)
         let idle = idleExpiry.map { now &- items.values[index].lastUseTime > $0 } ?? false
         guard items.values[index].location == location, !idle else {
             drop(hash)
@@ -73,12 +72,18 @@ struct MemoryTier {
     /// The monotonic clock idle expiry is measured on.
     static func now() -> UInt64 { UInt64(clamping: Clock.monotonicNanoseconds()) }
 
+    /// The time to record a use at: `given`, else the clock, which is read only when there is
+    /// an idle expiry to measure (0 otherwise, never read then).
+    private func useTime(_ given: UInt64?) -> UInt64 {
+        idleExpiry == nil ? 0 : given ?? Self.now()
+    }
+
     /// Keeps a copy of a body just read or stored. Bodies over a quarter of the limit are not
     /// kept: one of them would push out everything else.
     mutating func insert(_ hit: CacheHit, for hash: KeyHash, at location: BodyLocation, now: UInt64? = nil) {
         let cost = hit.data.count + hit.entry.key.utf8.count + Self.overhead
         guard costLimit > 0, cost <= costLimit / 4 else { return }
-        let now = idleExpiry == nil ? 0 : now ?? Self.now()
+        let now = useTime(now)
         drop(hash)
         clock += 1
         var hit = hit
