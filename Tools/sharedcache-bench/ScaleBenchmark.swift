@@ -172,16 +172,10 @@ func runInstructions(_ arguments: [String]) throws -> Never {
     // out; a longer run of puts (for a profiler) makes one key per put. Every put key is 56
     // bytes (two SHA-256 blocks): with the run and index in decimal, their lengths varied, and
     // with them the number of blocks hashed, by up to 4,500 instructions per put between runs.
-    let runDigits = String(run, radix: 16)
-    let runField = String(repeating: "0", count: 16 - runDigits.count) + runDigits
     let keys =
         operation == "get"
         ? (0..<1200).map { keyName($0 % 1000) }
-        : (0..<max(1200, count)).map { index -> String in
-            let digits = String(index)
-            return "https://example.com/instructions/\(runField)/" + String(repeating: "0", count: max(0, 6 - digits.count))
-                + digits
-        }
+        : (0..<max(1200, count)).map { String(format: "https://example.com/instructions/%016llx/%06d", run, $0) }
     for index in 0..<count {
         if operation == "get" {
             guard try cache.get(key: keys[index % keys.count]) != nil else { fatalError("entry missing") }
