@@ -48,10 +48,8 @@ struct PackSegmentTests {
         #expect(try cache.get(key: "k")?.data == Self.body(1))
         let segment = directory("cache/packs/\(try #require(try packSegments(in: directory("cache")).first))")
         var readers = 0
-        for descriptor in try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
-            guard
-                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)")) == segment,
-                let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(descriptor)", encoding: .utf8),
+        for (descriptor, target) in Self.openDescriptors() where target == segment {
+            guard let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(descriptor)", encoding: .utf8),
                 let line = info.split(separator: "\n").first(where: { $0.hasPrefix("flags:") }),
                 let flags = Int(line.dropFirst("flags:".count).trimmingCharacters(in: .whitespaces), radix: 8),
                 flags & 0o3 == 0  // O_RDONLY: a reader, not this process's writer
@@ -233,11 +231,18 @@ struct PackSegmentTests {
         }
     }
 
-    /// This process's descriptors whose target contains `fragment`.
+    /// The targets of this process's descriptors that contain `fragment`.
     static func openDescriptors(to fragment: String) -> [String] {
+        openDescriptors().map(\.target).filter { $0.contains(fragment) }
+    }
+
+    /// This process's descriptors (their numbers, as /proc names them) and what each is open on.
+    static func openDescriptors() -> [(descriptor: String, target: String)] {
         let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        return descriptors.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)") }
-            .filter { $0.contains(fragment) }
+        return descriptors.compactMap { descriptor in
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)"))
+                .map { (descriptor, $0) }
+        }
     }
 }
 
