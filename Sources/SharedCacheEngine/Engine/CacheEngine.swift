@@ -222,12 +222,7 @@ package final class CacheEngine: Sendable {
 
     /// The index's current entry for `hash`, after picking up other processes' appends.
     package func currentEntry(_ hash: KeyHash) throws(SharedCacheError) -> IndexEntry? {
-        try directory.perform("reading the journal") {
-            try withState { state in
-                try state.live.refresh()
-                return state.live.index[hash]
-            }
-        }
+        try lookUp(hash) { _, _ in }
     }
 
     /// The index's current entry for `hash`, as ``currentEntry(_:)``; `memoryCopy` is set to the
@@ -239,11 +234,21 @@ package final class CacheEngine: Sendable {
         -> IndexEntry?
     {
         memoryCopy = nil
-        return try directory.perform("reading the journal") {
+        return try lookUp(hash) { state, entry in
+            if !state.memory.isEmpty { memoryCopy = state.memory.hit(hash, at: entry.location) }
+        }
+    }
+
+    /// Refreshes the index, looks `hash` up, and runs `found` on what it found while the state
+    /// is still locked.
+    private func lookUp(_ hash: KeyHash, _ found: (inout State, IndexEntry) -> Void) throws(SharedCacheError)
+        -> IndexEntry?
+    {
+        try directory.perform("reading the journal") {
             try withState { state in
                 try state.live.refresh()
                 guard let entry = state.live.index[hash] else { return nil }
-                if !state.memory.isEmpty { memoryCopy = state.memory.hit(hash, at: entry.location) }
+                found(&state, entry)
                 return entry
             }
         }
