@@ -34,9 +34,13 @@ struct CacheControl: Sendable, Equatable {
     init(_ value: String?) {
         guard let value else { return }
         for directive in Self.split(value) {
-            let parts = directive.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = parts[0].trimmingSpaces().lowercased()
-            let argument = parts.count > 1 ? parts[1].trimmingSpaces().trimmingQuotes() : nil
+            let parts = directive.trimmingSpaces().split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            // `token [ "=" ( token / quoted-string ) ]` (§5.2): no space around the "=", so
+            // `max-age =60` or `max-age= 60` is no directive at all, and is ignored.
+            guard !parts.contains(where: { $0.first == " " || $0.first == "\t" || $0.last == " " || $0.last == "\t" })
+            else { continue }
+            let name = parts[0].lowercased()
+            let argument = parts.count > 1 ? String(parts[1]).trimmingQuotes() : nil
             let seconds = argument.map(Self.deltaSeconds)
             switch name {
             case "max-age":

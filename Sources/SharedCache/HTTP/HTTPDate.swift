@@ -9,7 +9,7 @@ import SharedCachePlatform
 
 /// HTTP dates (RFC 9110 §5.6.7), in milliseconds since the Unix epoch.
 ///
-/// Exactly the three grammars a recipient must accept, case-sensitive as the RFC writes them:
+/// Exactly the three grammars a recipient must accept:
 ///
 /// ```
 /// IMF-fixdate  = day-name "," SP 2DIGIT SP month SP 4DIGIT SP time-of-day SP "GMT"
@@ -21,6 +21,8 @@ import SharedCachePlatform
 /// time-of-day  = 2DIGIT ":" 2DIGIT ":" 2DIGIT   ; 00:00:00 - 23:59:60 (leap second)
 /// ```
 ///
+/// The names (day, month, `GMT`) are matched without regard to case: the grammar is
+/// case-sensitive, but a cache recipient SHOULD match them case-insensitively (RFC 9111 §4.2).
 /// Anything else — `UTC` for `GMT`, a missing comma, an extra space, a one-digit hour, a day
 /// the month does not have — is not a date: in `Expires` it means already expired (RFC 9111
 /// §5.3). The weekday is checked for spelling, not against the date (the RFC asks no more).
@@ -123,11 +125,19 @@ enum HTTPDate {
 
         mutating func literal(_ text: StaticString) -> Bool {
             let expected = UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
-            guard bytes.count - position >= expected.count,
-                zip(bytes[position...], expected).allSatisfy({ $0 == $1 })
-            else { return false }
+            guard matches(expected) else { return false }
             position += expected.count
             return true
+        }
+
+        /// Whether `expected` comes next, ASCII letters in either case.
+        private func matches(_ expected: some Collection<UInt8>) -> Bool {
+            bytes.count - position >= expected.count
+                && zip(bytes[position...], expected).allSatisfy { Self.folded($0) == Self.folded($1) }
+        }
+
+        private static func folded(_ byte: UInt8) -> UInt8 {
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
         }
 
         /// Exactly `count` ASCII digits.
@@ -149,7 +159,7 @@ enum HTTPDate {
             return (hour, minute, second)
         }
 
-        /// The index of the word of `words` that comes next, exactly as spelled.
+        /// The index of the word of `words` that comes next, in either case.
         mutating func word(in words: [String]) -> Int? {
             guard let index = peekWord(in: words) else { return nil }
             position += words[index].utf8.count
@@ -157,9 +167,7 @@ enum HTTPDate {
         }
 
         func peekWord(in words: [String]) -> Int? {
-            words.firstIndex { word in
-                bytes.count - position >= word.utf8.count && zip(bytes[position...], word.utf8).allSatisfy { $0 == $1 }
-            }
+            words.firstIndex { matches($0.utf8) }
         }
     }
 

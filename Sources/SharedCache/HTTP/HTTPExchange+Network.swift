@@ -41,8 +41,8 @@ extension HTTPExchange {
                 return downloaded(head, shown)
             }
         }
-        let receiver = DownloadReceiver(cache: cache, announcement: announcement) { head, responseTime in
-            guard locked, head.status < 500 || fallback == nil else { return nil }
+        let receiver = DownloadReceiver(cache: cache, announcement: announcement) { [self] head, responseTime in
+            guard locked, head.status < 500 || fallback == nil, mayStore(head) else { return nil }
             return cache.storagePlan(
                 primaryKey: primaryKey, request: request, response: head, requestTime: requestTime,
                 responseTime: responseTime, heuristicCap: heuristicCap)
@@ -91,6 +91,7 @@ extension HTTPExchange {
             return try await send(primaryKey: primaryKey, validating: nil, fallback: nil, status: status, locked: locked)
         }
 
+        guard mayStore(response) else { return countedDownload(response, status, stored: nil) }
         let store: @Sendable () throws -> CacheEngine.StoredOutcome? = {
             try cache.storeHTTPResponse(
                 primaryKey: primaryKey, request: request, response: response, requestTime: requestTime,
@@ -107,6 +108,15 @@ extension HTTPExchange {
             outcome = try await cache.offPool(store)
         }
         return countedDownload(response, status, stored: outcome)
+    }
+
+    /// Whether `response` may be stored for this request: it answers the URL asked for, or the
+    /// caller named what it is (``FetchOptions/cacheKey``). URLSession follows redirects, and
+    /// the answer it ends at is the target's, never the response of the URL asked for (RFC 9111
+    /// §2: a response is stored under its request's target URI).
+    private func mayStore(_ response: TransportResponse) -> Bool {
+        guard options.cacheKey == nil, let answered = response.url else { return true }
+        return CacheEngine.cacheKey(for: answered) == CacheEngine.cacheKey(for: url)
     }
 
     /// A response from the network as served, counted as a download; its `Cache-Status` says

@@ -171,11 +171,18 @@ struct HTTPExchange: Sendable {
 
     /// Fresh enough to serve without a request: usable by RFC 9111 §4.2 and the request's own
     /// directives, or `immutable` (RFC 8246 §2) and fresh, which a reload (`no-cache`,
-    /// `max-age=0`) does not revalidate; only ``FetchOptions/forceRefresh`` does.
+    /// `max-age=0`) does not revalidate; only ``FetchOptions/forceRefresh`` does. The request's
+    /// other limits (`min-fresh`, a `max-age` above 0) still hold for an immutable response.
     func isFresh(_ candidate: StoredCandidate, for directives: CacheControl) -> Bool {
         let now = Clock.nowMilliseconds()
         if !directives.noCache && candidate.isUsable(at: now, for: directives) { return true }
-        return candidate.directives.immutable && candidate.remaining(at: now) > 0
+        guard candidate.directives.immutable, candidate.remaining(at: now) > 0,
+            directives.noCache || directives.maxAge == 0
+        else { return false }
+        var beyondTheReload = directives
+        beyondTheReload.noCache = false
+        if beyondTheReload.maxAge == 0 { beyondTheReload.maxAge = nil }
+        return candidate.isUsable(at: now, for: beyondTheReload)
     }
 
     /// RFC 5861 §3: stale by no more than its `stale-while-revalidate`, nothing forbidding stale

@@ -232,19 +232,32 @@ extension CacheEngine {
         return max(freshUntil, kept)
     }
 
-    /// Header fields of one connection, never stored (RFC 9111 §3.1, RFC 9110 §7.6.1).
-    private static let hopByHop: Set<String> = [
+    /// Header fields never stored (RFC 9111 §3.1): those of one connection (RFC 9110 §7.6.1),
+    /// and those of a proxy's authentication, which only a cache keyed on the proxy's identity
+    /// may keep.
+    private static let neverStored: Set<String> = [
         "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+        "proxy-authenticate", "proxy-authentication-info", "proxy-authorization",
     ]
 
-    /// The fields of `headers` a cache may keep (RFC 9111 §3.1): not the hop-by-hop ones, nor
-    /// those `Connection` nominates, nor those a qualified `no-cache="…"` names (§5.2.2.4:
-    /// they must not be reused without revalidation, so they are not kept at all; the rest of
-    /// the response is). `private="…"` limits only shared caches (§5.2.2.7) and drops nothing.
+    /// The fields of `headers` a cache may keep (RFC 9111 §3.1): not the hop-by-hop ones nor a
+    /// proxy's (``neverStored``), nor those `Connection` nominates, nor those a qualified
+    /// `no-cache="…"` names (§5.2.2.4: they must not be reused without revalidation, so they
+    /// are not kept at all; the rest of the response is). `private="…"` limits only shared
+    /// caches (§5.2.2.7) and drops nothing.
     static func storableFields(_ headers: HTTPHeaders) -> HTTPHeaders {
         let nominated = (headers["Connection"] ?? "").split(separator: ",").map { $0.trimmingSpaces().lowercased() }
-        let dropped = hopByHop.union(nominated).union(CacheControl(headers["Cache-Control"]).noCacheFields)
+        let dropped = neverStored.union(nominated).union(CacheControl(headers["Cache-Control"]).noCacheFields)
         return HTTPHeaders(headers.filter { !dropped.contains($0.name.lowercased()) }.map { ($0.name, $0.value) })
+    }
+
+    /// The fields of a response from the network as stored: ``storableFields(_:)``, and a `Date`
+    /// of when it arrived if it came without one (RFC 9110 §6.6.1: a recipient with a clock
+    /// MUST add one to a response it caches).
+    static func storedFields(of response: TransportResponse, receivedAt responseTime: Int64) -> HTTPHeaders {
+        var headers = storableFields(response.headers)
+        if headers["Date"] == nil { headers.append("Date", HTTPDate.format(responseTime)) }
+        return headers
     }
 
     /// What storing a response did: its lifetime and birth, for `Cache-Status`'s `ttl`, and
@@ -314,7 +327,8 @@ extension CacheEngine {
             key: names.isEmpty ? primaryKey : Self.variantKey(primaryKey, names: names, request: request),
             varyNames: names,
             response: StoredResponse(
-                status: response.status, headers: Self.storableFields(response.headers), lifetime: lifetime,
+                status: response.status, headers: Self.storedFields(of: response, receivedAt: responseTime),
+                lifetime: lifetime,
                 mustRevalidate: false, varyValues: Self.varyValues(names: names, request: request)),
             validators: response.headers,
             birth: Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: response.headers))

@@ -56,7 +56,7 @@ extension CacheEngine {
         }
         var ranges = PartialContent.Ranges(length: part.range.length, ranges: [part.range.bytes])
         var body = response.body
-        var headers = Self.storableFields(response.headers)
+        var headers = Self.storedFields(of: response, receivedAt: responseTime)
         headers.set("Content-Length", nil)
         var ignored: [(hash: KeyHash, entry: IndexEntry, at: Int64)] = []
         if let stored = try lookupParts(primaryKey: primaryKey, accessesDue: &ignored), let held = stored.parts,

@@ -107,7 +107,7 @@ struct HTTPRulesTests {
         for invalid in [
             "Sun, 06 Nov 1994 08:49:37 UTC", "Sun 06 Nov 1994 08:49:37 GMT", "Sun, 06-Nov-1994 08:49:37 GMT",
             "Sun,  06 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 8:49:37 GMT", "Sun, 6 Nov 1994 08:49:37 GMT",
-            "sun, 06 nov 1994 08:49:37 gmt", "Sun, 06 Nov 94 08:49:37 GMT", "Sun, 06 Nov 1994 08:49 GMT",
+            "Sun, 06 Nov 94 08:49:37 GMT", "Sun, 06 Nov 1994 08:49 GMT",
             "Sun, 06 Nov 1994 08:49:37", "Sun, 06 Nov 1994 08:49:37 GMT+1", "Sun, 31 Feb 1994 08:49:37 GMT",
             "Sunday, 06-Nov-94 08:49:37 UTC", "Sun, 06-Nov-94 08:49:37 GMT", "Sunday, 6-Nov-94 08:49:37 GMT",
             "Sun Nov 6 08:49:37 1994", "Sun Nov 06 08:49:37 1994 GMT", "Sun Nov  6 08:49:37 94", "1994-11-06T08:49:37Z",

@@ -129,6 +129,13 @@ final class Origin {
             if ($http_if_none_match = '"v1"') { add_header ETag '"v9"'; return 304; }
             add_header ETag '"v1"'; add_header Cache-Control max-age=0; return 200 "tagged body";
         }
+        location /h/proxyauth/ {
+            expires 1h; add_header X-Kept kept; add_header Proxy-Authenticate 'Basic realm="proxy"';
+            add_header Proxy-Authentication-Info 'nextnonce="n"'; add_header Proxy-Authorization 'Basic cHJveHk=';
+        }
+        location /h/gmtcase/ { add_header Expires "THU, 01 JAN 2099 00:00:00 gmt"; }
+        location = /h/redirect { return 302 /h/redirected/r.txt; }
+        location /h/redirected/ { expires 1h; }
         location = /status/500-maxage { add_header Cache-Control max-age=3600 always; return 500 "server error"; }
         location = /status/503-expires { add_header Expires "Thu, 01 Jan 2099 00:00:00 GMT" always; return 503 "busy"; }
         location = /status/500-plain { add_header Last-Modified "Thu, 01 Jan 2015 00:00:00 GMT" always; return 500 "e"; }
@@ -139,7 +146,7 @@ final class Origin {
     static let ruleFolders = [
         "gmt", "utc", "nocomma", "dashes", "onedigit", "spaces", "rfc850past", "rfc850future", "asctime", "agelist",
         "ageinvalid", "hop", "nocachefield", "private", "privatefield", "smaxage", "coding", "swr", "sie",
-        "mustrevalidate", "immutable", "head", "weak", "noetag",
+        "mustrevalidate", "immutable", "head", "weak", "noetag", "proxyauth", "gmtcase", "redirected",
     ].map { "h/\($0)" }
 
     func url(_ path: String) -> URL { URL(string: server.url + path)! }

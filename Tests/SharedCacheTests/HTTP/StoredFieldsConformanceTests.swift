@@ -1,0 +1,93 @@
+import Foundation
+import SharedCachePlatform
+import Testing
+
+@testable import SharedCache
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+// What is stored of a response: proxy fields, dates in any case, redirects, a missing Date; and
+// the limits a request sets on an immutable response.
+extension ConformanceTests {
+    @Test("RFC 9111 §3.1: a proxy's authentication fields are never stored")
+    func proxyAuthenticationFieldsAreNotStored() async throws {
+        let (second, logged) = try await twice("/h/proxyauth/p.txt")
+        #expect(second.source == .fresh && logged.count == 1)
+        for field in ["Proxy-Authenticate", "Proxy-Authentication-Info", "Proxy-Authorization"] {
+            #expect(second.headers[field] == nil, "\(field)")
+        }
+        #expect(second.headers["X-Kept"] == "kept")
+    }
+
+    @Test("RFC 9111 §4.2: a date's day, month and GMT are matched in any case")
+    func datesAreMatchedInAnyCase() async throws {
+        let (second, logged) = try await twice("/h/gmtcase/g.txt")
+        #expect(second.source == .fresh && logged.count == 1)
+    }
+
+    @Test("RFC 9111 §2: a redirect's answer is never stored under the URL asked for; under a key named, it is")
+    func aFollowedRedirectIsNotStoredUnderTheURLAskedFor() async throws {
+        try origin.write("/h/redirected/r.txt", "target")
+        let first = try await fetch("/h/redirect")
+        #expect(first.status == 200 && first.data == Data("target".utf8))
+        #expect(first.url.path == "/h/redirected/r.txt")
+        #expect(try cache.entry(forKey: SharedCache.cacheKey(for: origin.url("/h/redirect"))) == nil)
+        let second = try await fetch("/h/redirect")
+        #expect(second.source == .downloaded)
+        #expect(origin.requests(to: "/h/redirect", atLeast: 2).map(\.status) == [302, 302])
+        // A caller that names what the URL stands for (a signed URL that redirects) gets it cached.
+        let named = FetchOptions(cacheKey: "the-target")
+        #expect(try await fetch("/h/redirect", options: named).source == .downloaded)
+        let hit = try await fetch("/h/redirect", options: named)
+        #expect(hit.source == .fresh && hit.data == Data("target".utf8))
+        #expect(origin.requests(to: "/h/redirect", atLeast: 3).count == 3)
+    }
+
+    @Test("RFC 9110 §6.6.1: a response stored without a Date gets the time it arrived")
+    func aResponseWithoutADateIsStoredWithOne() async throws {
+        let response = TransportResponse(
+            status: 200, headers: ["Cache-Control": "max-age=3600"], body: Data("undated".utf8))
+        let transport = FixedTransport(response: response)
+        let before = Clock.nowMilliseconds() / 1000 * 1000
+        _ = try await fetch("/undated", transport: transport)
+        let after = Clock.nowMilliseconds()
+        let second = try await fetch("/undated", transport: transport)
+        #expect(second.source == .fresh)
+        let date = try #require(second.headers["Date"].flatMap { HTTPDate.parse($0) })
+        #expect((before...after).contains(date))
+    }
+
+    @Test("RFC 8246 §2, RFC 9111 §5.2.1.3: immutable skips a reload, not a request's min-fresh")
+    func immutableDoesNotOverrideMinFresh() async throws {
+        try origin.write("/h/immutable/m.txt", "forever")
+        _ = try await fetch("/h/immutable/m.txt")
+        let demanding = try await fetch("/h/immutable/m.txt", [("Cache-Control", "min-fresh=7200")])
+        #expect(demanding.source != .fresh)
+        #expect(origin.requests(to: "/h/immutable/m.txt", atLeast: 2).count == 2)
+    }
+}
+
+extension HTTPRulesTests {
+    @Test("RFC 9111 §4.2: names in a date are matched in any case; other zones are still no date")
+    func dateNamesInAnyCase() {
+        let expected: Int64 = 784_111_777_000
+        for spelling in [
+            "sun, 06 nov 1994 08:49:37 gmt", "SUN, 06 NOV 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 gMT",
+            "SUNDAY, 06-NOV-94 08:49:37 GMT", "sun nov  6 08:49:37 1994",
+        ] {
+            #expect(HTTPDate.parse(spelling, now: expected) == expected, "\(spelling)")
+        }
+        #expect(HTTPDate.parse("sun, 06 nov 1994 08:49:37 utc") == nil)
+    }
+
+    @Test("RFC 9111 §5.2: a directive with space around its \"=\" is no directive")
+    func spaceAroundTheEqualsSignVoidsADirective() {
+        #expect(CacheControl("max-age =3600").maxAge == nil)
+        #expect(CacheControl("max-age= 3600").maxAge == nil)
+        #expect(CacheControl("max-age = 3600, no-store").noStore)
+        #expect(CacheControl(" max-age=3600 ,\tno-cache=\"a, b\" ").maxAge == 3600)
+        #expect(CacheControl("max-age=3600, no-cache=\"a, b\"").noCacheFields == ["a", "b"])
+    }
+}
