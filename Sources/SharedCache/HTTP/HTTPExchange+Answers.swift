@@ -27,8 +27,7 @@ extension HTTPExchange {
             let remaining = candidate.remaining(at: now)
             status.ttl = remaining == .max ? Int64(Int32.max) : remaining / 1000
         }
-        var headers = candidate.response.headers
-        headers.set("Age", "\(candidate.age(at: now) / 1000)")
+        let headers = candidate.servedFields(at: now)
         let cacheType: CacheType = candidate.held != nil ? .memory : .disk
         if source == .fresh || source == .stale, callerValidatorsMatch(candidate) {
             return FetchResult(

@@ -78,7 +78,8 @@ extension HTTPExchange {
                 cache.count { $0.revalidations += 1 }
                 cache.counters?.add(.revalidations)
                 var served = revalidation.headers
-                served.set("Age", "0")
+                // The 304's own age (RFC 9111 §4.2.3): an `Age` it carried counts.
+                served.set("Age", "\(max(0, Clock.nowMilliseconds() - revalidation.birth) / 1000)")
                 status.ttl = revalidation.lifetime == .max ? Int64(Int32.max) : revalidation.lifetime / 1000
                 var result = FetchResult(
                     data: method == "HEAD" ? Data() : body, status: candidate.response.status, headers: served, url: url,
@@ -91,6 +92,13 @@ extension HTTPExchange {
             return try await send(primaryKey: primaryKey, validating: nil, fallback: nil, status: status, locked: locked)
         }
 
+        if response.status == 304, candidate == nil, let stored = fallback, Self.selects(response.headers, stored),
+            let body = try await read(stored)
+        {
+            // A 304 to the caller's own validators that selects the stored response updates it
+            // as any 304 does (RFC 9111 §4.3.4); the caller gets the 304.
+            _ = try await freshen(stored, body: body, by: response.headers, requestTime, responseTime)
+        }
         guard mayStore(response) else { return countedDownload(response, status, stored: nil) }
         let store: @Sendable () throws -> CacheEngine.StoredOutcome? = {
             try cache.storeHTTPResponse(
@@ -150,11 +158,12 @@ extension HTTPExchange {
         }
     }
 
-    /// Applies a 304's or a HEAD's fields to the stored response: usually one journal append,
-    /// made inline like any other (one `write` under a lock other processes hold as briefly:
-    /// microseconds, fewer than a trip off the pool and back), unless the directory is durable
-    /// (the append then waits for `fdatasync`); else a new version (when other fields changed),
-    /// written off the pool when its body is large.
+    /// Applies a 304's or a HEAD's fields to the stored response (RFC 9111 §4.3.4): usually one
+    /// journal append (see ``CacheEngine/Revalidation/changesOnlyFreshness``), made inline like
+    /// any other (one `write` under a lock other processes hold as briefly: microseconds, fewer
+    /// than a trip off the pool and back), unless the directory is durable (the append then
+    /// waits for `fdatasync`); else a new version (when other fields changed), written off the
+    /// pool when its body is large.
     func freshen(
         _ candidate: StoredCandidate, body: Data, by update: HTTPHeaders, _ requestTime: Int64, _ responseTime: Int64
     ) async throws -> CacheEngine.Revalidation {
@@ -195,7 +204,7 @@ extension HTTPExchange {
 
     /// Whether a response's validators name the stored one (RFC 9111 §4.3.4's selection): the
     /// same entity tag, or, neither having one, the same `Last-Modified`.
-    private static func selects(_ headers: HTTPHeaders, _ candidate: StoredCandidate) -> Bool {
+    static func selects(_ headers: HTTPHeaders, _ candidate: StoredCandidate) -> Bool {
         if let etag = headers["ETag"] { return weakMatch(etag, candidate.etag) }
         guard candidate.etag == nil else { return false }
         return headers["Last-Modified"] == candidate.lastModified

@@ -76,6 +76,20 @@ final class StoredCandidate: @unchecked Sendable {
     /// Milliseconds since the response was generated.
     func age(at now: Int64) -> Int64 { max(0, now - entry.storedAt) }
 
+    /// The stored fields as served at `now`: with the `Age` of this version (§4.2.3), and, once
+    /// a 304 freshened it, the `Date` of its birth then (§4.3.4: the 304's `Date` replaces the
+    /// stored one; a `freshened` record keeps the birth, which the `Date` and `Age` the 304 came
+    /// with decide, §4.2.3). Before any 304 the birth is never later than the stored `Date`, so
+    /// that `Date` is served as received.
+    func servedFields(at now: Int64) -> HTTPHeaders {
+        var headers = response.headers
+        headers.set("Age", "\(age(at: now) / 1000)")
+        if let stored = headers["Date"].flatMap({ HTTPDate.parse($0) }), entry.storedAt >= stored + 1000 {
+            headers.set("Date", HTTPDate.format(entry.storedAt))
+        }
+        return headers
+    }
+
     /// Milliseconds of freshness left at `now`; negative once stale (by how much).
     func remaining(at now: Int64) -> Int64 {
         response.lifetime == .max ? Int64.max : response.lifetime - age(at: now)
@@ -448,8 +462,10 @@ extension CacheEngine {
         var lifetime: Int64
         var birth: Int64
         var expiresAt: Int64
-        /// Only `Date`, `Age` and `Expires` changed, and freshness lasts as long as before: a
-        /// `freshened` record says it all.
+        /// Freshness lasts as long as before, and no field changed but `Date`, `Age` and an
+        /// `Expires` that `max-age` overrides (§5.3; an origin's `expires 1h` moves both in
+        /// every answer): a `freshened` record, which moves the entry's birth, says it all. The
+        /// `Date` served is then the birth's (see ``StoredCandidate/servedFields(at:)``).
         var changesOnlyFreshness: Bool
     }
 
@@ -467,7 +483,11 @@ extension CacheEngine {
             headers: merged, lifetime: lifetime, birth: birth,
             expiresAt: retention(birth: birth, lifetime: lifetime, now: Clock.nowMilliseconds()),
             changesOnlyFreshness: lifetime == candidate.response.lifetime
-                && merged.equals(candidate.response.headers, ignoring: ["date", "age", "expires"]))
+                && merged.equals(
+                    candidate.response.headers,
+                    ignoring: CacheControl(merged["Cache-Control"]).maxAge == nil
+                        ? ["date", "age"] : ["date", "age", "expires"])
+        )
     }
 
     /// The stored fields updated from a newer response (RFC 9111 §3.2): each field it carries

@@ -8,8 +8,9 @@ import Testing
 import FoundationNetworking
 #endif
 
-// What is stored of a response: proxy fields, dates in any case, redirects, a missing Date; and
-// the limits a request sets on an immutable response.
+// What is stored of a response, and what a 304 changes in it: proxy fields, dates in any case,
+// redirects, a missing Date, the Age and Date of a revalidated response, a 304 to the caller's
+// own validators, and the limits a request sets on an immutable response.
 extension ConformanceTests {
     @Test("RFC 9111 §3.1: a proxy's authentication fields are never stored")
     func proxyAuthenticationFieldsAreNotStored() async throws {
@@ -57,6 +58,48 @@ extension ConformanceTests {
         #expect(second.source == .fresh)
         let date = try #require(second.headers["Date"].flatMap { HTTPDate.parse($0) })
         #expect((before...after).contains(date))
+    }
+
+    @Test("RFC 9111 §4.2.3: a revalidated answer's Age counts the Age its 304 came with")
+    func aRevalidatedAnswerKeepsTheAgeOfItsNotModified() async throws {
+        _ = try await fetch("/h/aged304")
+        let revalidated = try await fetch("/h/aged304")
+        #expect(revalidated.source == .revalidated && revalidated.data == Data("aged body".utf8))
+        #expect(try #require(revalidated.headers["Age"].flatMap { Int($0) }) >= 7)
+    }
+
+    @Test("RFC 9111 §4.3.4: a 304 to the caller's own validators updates the stored response too")
+    func aNotModifiedForTheCallersValidatorsFreshensTheStoredResponse() async throws {
+        _ = try await fetch("/h/caller304")
+        let conditional = try await fetch("/h/caller304", [("If-None-Match", "\"c1\"")])
+        #expect(conditional.status == 304 && conditional.data.isEmpty)
+        let after = try await fetch("/h/caller304")
+        #expect(after.source == .fresh && after.data == Data("caller body".utf8))
+        #expect(origin.requests(to: "/h/caller304", atLeast: 2).map(\.status) == [200, 304])
+    }
+
+    @Test("RFC 9111 §4.3.4: a 304's Expires replaces the stored one, which max-age does not override")
+    func aNotModifiedReplacesTheStoredExpires() async throws {
+        _ = try await fetch("/h/expires304")
+        #expect(try await fetch("/h/expires304").source == .revalidated)
+        let stored = try await fetch("/h/expires304", options: FetchOptions(onlyFromCache: true))
+        #expect(stored.data == Data("expires body".utf8))
+        #expect(stored.headers["Expires"] == "Fri, 02 Jan 2015 00:00:00 GMT")
+    }
+
+    @Test("RFC 9111 §4.3.4: once a 304 freshened the stored response, it is served with the 304's Date")
+    func aFreshenedResponseIsServedWithTheDateOfItsNotModified() async throws {
+        let first = try await fetch("/h/date304")
+        let storedDate = try #require(first.headers["Date"].flatMap { HTTPDate.parse($0) })
+        // The 304 must come at least a second later, for its Date to differ.
+        #expect(try await eventually(within: .seconds(5)) { Clock.nowMilliseconds() >= storedDate + 2000 })
+        let revalidated = try await fetch("/h/date304")
+        #expect(revalidated.source == .revalidated)
+        let newDate = try #require(revalidated.headers["Date"].flatMap { HTTPDate.parse($0) })
+        #expect(newDate >= storedDate + 2000)
+        let stored = try await fetch("/h/date304", options: FetchOptions(onlyFromCache: true))
+        let served = try #require(stored.headers["Date"].flatMap { HTTPDate.parse($0) })
+        #expect(abs(served - newDate) <= 1000, "served \(served), the 304's \(newDate)")
     }
 
     @Test("RFC 8246 §2, RFC 9111 §5.2.1.3: immutable skips a reload, not a request's min-fresh")

@@ -136,6 +136,30 @@ final class Origin {
         location /h/gmtcase/ { add_header Expires "THU, 01 JAN 2099 00:00:00 gmt"; }
         location = /h/redirect { return 302 /h/redirected/r.txt; }
         location /h/redirected/ { expires 1h; }
+        location = /h/aged304 {
+            if ($http_if_none_match = '"a1"') {
+                add_header ETag '"a1"'; add_header Age 7; add_header Cache-Control max-age=0; return 304;
+            }
+            add_header ETag '"a1"'; add_header Cache-Control max-age=0; return 200 "aged body";
+        }
+        location = /h/caller304 {
+            if ($http_if_none_match = '"c1"') {
+                add_header ETag '"c1"'; add_header Cache-Control max-age=3600; return 304;
+            }
+            add_header ETag '"c1"'; add_header Cache-Control max-age=0; return 200 "caller body";
+        }
+        location = /h/expires304 {
+            if ($http_if_none_match = '"x1"') {
+                add_header ETag '"x1"'; add_header Expires "Fri, 02 Jan 2015 00:00:00 GMT"; return 304;
+            }
+            add_header ETag '"x1"'; add_header Expires "Thu, 01 Jan 2015 00:00:00 GMT"; return 200 "expires body";
+        }
+        location = /h/date304 {
+            if ($http_if_none_match = '"d1"') {
+                add_header ETag '"d1"'; add_header Cache-Control max-age=0; return 304;
+            }
+            add_header ETag '"d1"'; add_header Cache-Control max-age=0; return 200 "dated body";
+        }
         location = /status/500-maxage { add_header Cache-Control max-age=3600 always; return 500 "server error"; }
         location = /status/503-expires { add_header Expires "Thu, 01 Jan 2099 00:00:00 GMT" always; return 503 "busy"; }
         location = /status/500-plain { add_header Last-Modified "Thu, 01 Jan 2015 00:00:00 GMT" always; return 500 "e"; }
