@@ -155,7 +155,9 @@ extension CacheEngine {
     /// The request's values of the fields named (lowercase), normalised as RFC 9111 §4.1
     /// allows: several fields of a name combined into one list (URLRequest does that), each
     /// member's surrounding whitespace removed and inner whitespace runs made one space, members
-    /// joined by ", ". So `en,fr`, `en , fr` and two fields `en` and `fr` select one variant.
+    /// joined by ", ", and the values of ``caseInsensitiveValues`` lowercased. So `en,fr`,
+    /// `EN , fr` and two fields `en` and `fr` select one variant; `fr, en` does not (order is a
+    /// preference).
     static func varyValues(names: [String], request: URLRequest) -> HTTPHeaders {
         HTTPHeaders(
             names.map { name in
@@ -163,9 +165,14 @@ extension CacheEngine {
                 let members = value.split(separator: ",", omittingEmptySubsequences: false).map { member in
                     member.split(whereSeparator: { $0 == " " || $0 == "\t" }).joined(separator: " ")
                 }
-                return (name, members.filter { !$0.isEmpty }.joined(separator: ", "))
+                let list = members.filter { !$0.isEmpty }.joined(separator: ", ")
+                return (name, caseInsensitiveValues.contains(name) ? list.lowercased() : list)
             })
     }
+
+    /// Request fields whose values mean the same in any case: language ranges (RFC 4647 §2),
+    /// content codings (RFC 9110 §8.4.1) and charsets (§12.5.2 with RFC 2978).
+    private static let caseInsensitiveValues: Set<String> = ["accept-language", "accept-encoding", "accept-charset"]
 
     /// The field names of a `Vary` value, lowercase and sorted.
     static func varyNames(_ value: String?) -> [String] {

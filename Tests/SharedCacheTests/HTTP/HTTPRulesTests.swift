@@ -195,6 +195,14 @@ struct HTTPRulesTests {
         #expect(values([("Accept-Language", " en ,   fr ")]) == reference)
         #expect(values([("Accept-Language", "en"), ("Accept-Language", "fr")]) == reference)
         #expect(values([("Accept-Language", "fr, en")]) != reference)  // order is meaning
+        #expect(values([("Accept-Language", "EN, Fr")]) == reference)  // language ranges have no case
+        var tokens = URLRequest(url: URL(string: "http://example.com/")!)
+        tokens.addValue("Token-A", forHTTPHeaderField: "X-Token")
+        var lowercased = tokens
+        lowercased.setValue("token-a", forHTTPHeaderField: "X-Token")
+        #expect(  // a field the cache does not know keeps its case
+            CacheEngine.varyValues(names: ["x-token"], request: tokens)
+                != CacheEngine.varyValues(names: ["x-token"], request: lowercased))
     }
 
     @Test("RFC 9110 §14: byte ranges of a stored response")
