@@ -21,6 +21,9 @@ final class StoredCandidate: @unchecked Sendable {
     let response: StoredResponse
     let etag: String?
     let lastModified: String?
+    /// The birth the stored response was written with; the entry's `storedAt` moves past it
+    /// when a 304 freshens this version (a `freshened` journal record).
+    let writtenBirth: Int64
     /// For a stored partial response (status 206), the ranges its body holds; `nil` for a
     /// complete response, and for a 206 whose `Content-Range` fields do not describe its body.
     let parts: PartialContent.Ranges?
@@ -39,6 +42,7 @@ final class StoredCandidate: @unchecked Sendable {
         self.response = response
         etag = metadata.etag
         lastModified = metadata.lastModified
+        writtenBirth = Int64((metadata.storedAt.timeIntervalSince1970 * 1000).rounded())
         parts = response.status == 206 ? PartialContent.Ranges(response.headers, bodySize: Int(entry.bodySize)) : nil
         self.held = held
         self.pinned = pinned
@@ -78,15 +82,12 @@ final class StoredCandidate: @unchecked Sendable {
 
     /// The stored fields as served at `now`: with the `Age` of this version (§4.2.3), and, once
     /// a 304 freshened it, the `Date` of its birth then (§4.3.4: the 304's `Date` replaces the
-    /// stored one; a `freshened` record keeps the birth, which the `Date` and `Age` the 304 came
-    /// with decide, §4.2.3). Before any 304 the birth is never later than the stored `Date`, so
-    /// that `Date` is served as received.
+    /// stored one; a `freshened` record keeps only the birth, which the `Date` and `Age` the 304
+    /// came with decide, §4.2.3, so `Date` and `Age` agree).
     func servedFields(at now: Int64) -> HTTPHeaders {
         var headers = response.headers
         headers.set("Age", "\(age(at: now) / 1000)")
-        if let stored = headers["Date"].flatMap({ HTTPDate.parse($0) }), entry.storedAt >= stored + 1000 {
-            headers.set("Date", HTTPDate.format(entry.storedAt))
-        }
+        if entry.storedAt != writtenBirth { headers.set("Date", HTTPDate.format(entry.storedAt)) }
         return headers
     }
 
