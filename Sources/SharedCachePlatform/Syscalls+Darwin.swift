@@ -18,15 +18,12 @@ extension FileStatus {
 }
 
 extension System {
-    /// Renames `from` to `to`, failing with EEXIST rather than replacing an existing file.
-    /// The C function is `renameatx_np` with `RENAME_EXCL`.
-    static func renameWithoutReplacing(at directory: Int32, _ from: String, to: String) throws(SystemError) {
+    /// Renames `from` to `to` unless `to` exists (EEXIST). The C function is `renameatx_np`
+    /// with `RENAME_EXCL`.
+    static func renameExclusively(at directory: Int32, _ from: String, to: String) throws(SystemError) {
         _ = try retryingInterrupts("renameatx_np", path: to) {
             renameatx_np(directory, from, directory, to, UInt32(RENAME_EXCL))
         }
-        #if DEBUG
-        if Recorder.isArmed { Recorder.renamed(at: directory, from, to: to, replacing: false) }
-        #endif
     }
 
     /// Flushes a file's data to stable storage. Darwin's fsync(2) only reaches the drive's
@@ -42,8 +39,9 @@ extension System {
             _ = try retryingInterrupts("fcntl(F_FULLFSYNC)") { fcntl(descriptor, F_FULLFSYNC) }
         } catch {
             // Filesystems that cannot flush the drive's cache (some network and FUSE ones) say
-            // ENOTSUP or EINVAL; fsync is the most they offer. Anything else is a real failure.
-            guard error.errno == ENOTSUP || error.errno == EINVAL else { throw error }
+            // ENOTSUP or EINVAL, or ENOTTY where the request reaches no handler at all; fsync is
+            // the most they offer. Anything else is a real failure.
+            guard [ENOTSUP, EINVAL, ENOTTY].contains(error.errno) else { throw error }
             _ = try retryingInterrupts("fsync") { fsync(descriptor) }
         }
         #if DEBUG
@@ -81,11 +79,13 @@ extension System {
         let capacity = Int32(events.count)
         let received = try changes.withUnsafeBufferPointer { changes throws(SystemError) in
             try events.withUnsafeMutableBufferPointer { events throws(SystemError) in
-                var limit = timeout ?? timespec()
-                return try retryingInterrupts("kevent") {
-                    Darwin.kevent(
-                        queue, changes.baseAddress, Int32(changes.count), events.baseAddress, capacity,
-                        timeout == nil ? nil : &limit)
+                // `&` cannot stand inside a conditional expression: the pointer is made first.
+                try withUnsafePointer(to: timeout ?? timespec()) { limit throws(SystemError) in
+                    try retryingInterrupts("kevent") {
+                        Darwin.kevent(
+                            queue, changes.baseAddress, Int32(changes.count), events.baseAddress, capacity,
+                            timeout == nil ? nil : limit)
+                    }
                 }
             }
         }

@@ -22,23 +22,10 @@ extension FileStatus {
 }
 
 extension System {
-    /// Renames `from` to `to`, failing with EEXIST rather than replacing an existing file.
-    /// The C function is `renameat2` with `RENAME_NOREPLACE`; where the filesystem lacks it,
-    /// `linkat` + `unlinkat` give the same guarantee.
-    static func renameWithoutReplacing(at directory: Int32, _ from: String, to: String) throws(SystemError) {
-        do {
-            _ = try retryingInterrupts("renameat2", path: to) { scs_rename_noreplace(directory, from, directory, to) }
-            #if DEBUG
-            if Recorder.isArmed { Recorder.renamed(at: directory, from, to: to, replacing: false) }
-            #endif
-        } catch {
-            guard error.errno == EINVAL || error.errno == ENOSYS else { throw error }
-            _ = try retryingInterrupts("linkat", path: to) { linkat(directory, from, directory, to, 0) }
-            #if DEBUG
-            if Recorder.isArmed { Recorder.linked(at: directory, from, to: to) }
-            #endif
-            try? remove(at: directory, from)
-        }
+    /// Renames `from` to `to` unless `to` exists (EEXIST). The C function is `renameat2` with
+    /// `RENAME_NOREPLACE`.
+    static func renameExclusively(at directory: Int32, _ from: String, to: String) throws(SystemError) {
+        _ = try retryingInterrupts("renameat2", path: to) { scs_rename_noreplace(directory, from, directory, to) }
     }
 
     /// A pipe whose ends close on exec, made in one step so that a thread spawning a process

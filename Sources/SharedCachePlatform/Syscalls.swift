@@ -273,6 +273,26 @@ package enum System {
     }
 
     /// Atomically renames, replacing any existing `to`. The C function is `renameat`.
+    /// Renames `from` to `to`, failing with EEXIST rather than replacing an existing file: one
+    /// atomic rename where the filesystem offers it (``renameExclusively(at:_:to:)``), else
+    /// `linkat` + `unlinkat`, which give the same guarantee (a filesystem without the exclusive
+    /// rename, some network, FAT and FUSE ones, says EINVAL, ENOSYS or ENOTSUP).
+    static func renameWithoutReplacing(at directory: Int32, _ from: String, to: String) throws(SystemError) {
+        do {
+            try renameExclusively(at: directory, from, to: to)
+            #if DEBUG
+            if Recorder.isArmed { Recorder.renamed(at: directory, from, to: to, replacing: false) }
+            #endif
+        } catch {
+            guard [EINVAL, ENOSYS, ENOTSUP].contains(error.errno) else { throw error }
+            _ = try retryingInterrupts("linkat", path: to) { linkat(directory, from, directory, to, 0) }
+            #if DEBUG
+            if Recorder.isArmed { Recorder.linked(at: directory, from, to: to) }
+            #endif
+            try? remove(at: directory, from)
+        }
+    }
+
     static func rename(at directory: Int32, _ from: String, to: String) throws(SystemError) {
         _ = try retryingInterrupts("renameat", path: to) { renameat(directory, from, directory, to) }
         #if DEBUG
