@@ -58,11 +58,23 @@ static uint32_t raw_table(uint32_t crc, const uint8_t *p, size_t n) {
 // --- Hardware ------------------------------------------------------------------------------
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <nmmintrin.h>
 #define HW_TARGET __attribute__((target("sse4.2")))
 #define HW_CRC_U64(c, v) ((uint32_t)_mm_crc32_u64((c), (v)))
 #define HW_CRC_U8(c, v) _mm_crc32_u8((c), (v))
-static int hardware_available(void) { return __builtin_cpu_supports("sse4.2"); }
+// CPUID itself, not __builtin_cpu_supports: that one needs the compiler runtime's
+// __cpu_model, which Apple's does not provide, so an x86_64 Mac build would not link.
+static int sse42;
+static pthread_once_t sse42_once = PTHREAD_ONCE_INIT;
+static void detect_sse42(void) {
+    unsigned a, b, c, d;
+    sse42 = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2);
+}
+static int hardware_available(void) {
+    pthread_once(&sse42_once, detect_sse42);
+    return sse42;
+}
 #elif defined(__aarch64__) && defined(__ARM_FEATURE_CRC32)
 #include <arm_acle.h>
 #define HW_TARGET
