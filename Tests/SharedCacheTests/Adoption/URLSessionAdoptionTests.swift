@@ -188,7 +188,7 @@ struct URLSessionAdoptionTests {
         #expect(classes[0] != classes[1])
     }
 
-    @Test func fiveColdProcessesWithInstalledSessionsDownloadOnce() throws {
+    @Test func fiveColdProcessesWithInstalledSessionsDownloadOnce() async throws {
         try origin.write("/slow/cold.bin", Data((0..<1_500_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }))
         _ = try SharedCache(directory: directory("cache"))
         let startAt = Int((Date().timeIntervalSince1970 + 2) * 1000)
@@ -196,7 +196,7 @@ struct URLSessionAdoptionTests {
             try Worker.start(["session-fetch", directory("cache"), origin.url("/slow/cold.bin").absoluteString, "\(startAt)"])
         }
         for worker in workers {
-            let result = Worker.Result(finishing: worker)
+            let result = await Worker.Result(finishing: worker)
             #expect(result.status == 0, "\(result.errors)")
             #expect(Worker.counters(result.output)["bytes"] == 1_500_000)
             #expect(Worker.counters(result.output)["status"] == 200)

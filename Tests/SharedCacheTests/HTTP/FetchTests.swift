@@ -45,7 +45,7 @@ struct FetchTests {
         let third = try await cache.fetch(request("/plain/a.txt"))
         #expect(third.source == .downloaded && third.data == Data("version two, longer".utf8))
 
-        let removed = try Worker.run(["remove", directory("cache"), origin.url("/plain/a.txt").absoluteString])
+        let removed = try await Worker.run(["remove", directory("cache"), origin.url("/plain/a.txt").absoluteString])
         #expect(removed.status == 0, "\(removed.errors)")
         let fourth = try await cache.fetch(request("/plain/a.txt"))
         #expect(fourth.source == .downloaded && fourth.data == Data("version two, longer".utf8))
@@ -61,7 +61,7 @@ struct FetchTests {
         #expect(statistics.directory?.revalidations == 1)
     }
 
-    @Test func eightProcessesFetchingOneColdURLSendOneRequest() throws {
+    @Test func eightProcessesFetchingOneColdURLSendOneRequest() async throws {
         // The download takes 2 s at 1 MB/s. Each worker opens the cache and says "ready"; once
         // all have, all are told to go at once: every process but one finds the fetch under way.
         try origin.write("/slow/big.bin", Data((0..<2_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }))
@@ -71,13 +71,13 @@ struct FetchTests {
             try Worker.start(
                 ["fetch", directory("cache"), origin.url("/slow/big.bin").absoluteString, "on-go"], input: .pipe)
         }
-        for worker in workers { #expect(worker.nextLine(within: .seconds(30)) == "ready") }
+        for worker in workers { #expect(await worker.nextLine(within: .seconds(30)) == "ready") }
         for worker in workers { worker.send("go") }
         var sources: [String] = []
         for worker in workers {
-            let text = worker.nextLine(within: .seconds(60)) ?? ""
+            let text = await worker.nextLine(within: .seconds(60)) ?? ""
             let problems = worker.errors?.remainingText() ?? ""
-            #expect(worker.wait() == .exited(0), "\(problems)")
+            #expect(await worker.wait() == .exited(0), "\(problems)")
             let fields = Worker.counters(text)
             #expect(fields["bytes"] == 2_000_000)
             sources += text.split(separator: " ").filter { $0.hasPrefix("source=") }.map(String.init)
@@ -107,12 +107,12 @@ struct FetchTests {
                     "SHAREDCACHE_TEST_SEND_DELAY_MS": "50",
                 ], input: .pipe)
         }
-        for worker in workers { #expect(worker.nextLine(within: .seconds(30)) == "ready") }
+        for worker in workers { #expect(await worker.nextLine(within: .seconds(30)) == "ready") }
         for worker in workers { worker.send("go") }
         for worker in workers {
-            let text = worker.nextLine(within: .seconds(60)) ?? ""
+            let text = await worker.nextLine(within: .seconds(60)) ?? ""
             let problems = worker.errors?.remainingText() ?? ""
-            #expect(worker.wait() == .exited(0), "\(problems)")
+            #expect(await worker.wait() == .exited(0), "\(problems)")
             #expect(text.hasPrefix("source=downloaded status=206 bytes=250"), "\(text)")
         }
         let whole = try await cache.fetch(request("/fresh/quarters.bin"))
@@ -287,7 +287,7 @@ struct FetchTests {
         }
         #expect(received, "the download never got under way")
         worker.signal(SIGKILL)
-        worker.wait()
+        await worker.wait()
         #expect(origin.requests(atLeast: 1).first?.path == "/slow/killed.bin")
         #expect(try !cache.contains(key: url.absoluteString))
         #expect(try blobFiles(in: directory("cache")).isEmpty)

@@ -223,9 +223,7 @@ struct LargeBodyTests {
         let url = origin.url("/fresh/full.bin")
         // pwrite #1 is the blob's header, #2 its first megabyte, #3 the second: the disk fills there.
         let arguments = ["fetch", directory("cache"), url.absoluteString]
-        let run = try await offThePool {
-            try Worker.run(arguments, environment: ["SHAREDCACHE_FAILPOINT": "pwrite:3:ENOSPC"])
-        }
+        let run = try await Worker.run(arguments, environment: ["SHAREDCACHE_FAILPOINT": "pwrite:3:ENOSPC"])
         #expect(run.status != 0 && run.errorCode == "noSpace", "\(run.output) \(run.errors)")
         let cache = try cache()
         #expect(try !cache.contains(key: SharedCache.cacheKey(for: url)))
@@ -279,7 +277,7 @@ struct LargeBodyTests {
             origin.url("/fresh/small.txt").absoluteString, path,
         ]
         for (call, expected) in [("fetch", "downloaded"), ("fetch", "fresh"), ("download", "fresh")] {
-            let run = try await offThePool { try Worker.run(arguments + [call]) }
+            let run = try await Worker.run(arguments + [call])
             #expect(run.status == 0, "\(run.errors)")
             let line = run.output.split(separator: "\n").last.map(String.init) ?? ""
             #expect(line.contains("source=\(expected) bytes=\(200 << 20) intact=true"), "\(line)")

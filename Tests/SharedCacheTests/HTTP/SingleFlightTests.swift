@@ -22,12 +22,14 @@ struct SingleFlightTests {
     }
 
     /// Waits for every worker; returns each one's output lines.
-    func finish(_ workers: [ChildProcess]) -> [[String]] {
-        workers.map { worker in
-            let result = Worker.Result(finishing: worker)
+    func finish(_ workers: [ChildProcess]) async -> [[String]] {
+        var lines: [[String]] = []
+        for worker in workers {
+            let result = await Worker.Result(finishing: worker)
             #expect(result.status == 0, "\(result.errors)")
-            return result.output.split(separator: "\n").map(String.init)
+            lines.append(result.output.split(separator: "\n").map(String.init))
         }
+        return lines
     }
 
     /// The defect found by a client written as a user would: a process that took the fetch lock
@@ -36,7 +38,7 @@ struct SingleFlightTests {
     /// repeated after every acquisition. Half the workers pause between lookup and lock (as a
     /// descheduled process would, `SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK_MS`), so every trial
     /// has a late locker; the other half race as they come.
-    @Test func eightColdProcessesDownloadEachURLOnceInEveryTrial() throws {
+    @Test func eightColdProcessesDownloadEachURLOnceInEveryTrial() async throws {
         let trials = 10
         for index in 0..<trials { try origin.write("/fresh/race\(index).txt", "race \(index)") }
         _ = try SharedCache(directory: directory("cache"))
@@ -48,7 +50,7 @@ struct SingleFlightTests {
                     "\(startAt)", "250",
                 ], environment: number % 2 == 0 ? [:] : ["SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK_MS": "120"])
         }
-        let lines = finish(workers)
+        let lines = await finish(workers)
         #expect(lines.allSatisfy { $0.count == trials })
         let logged = origin.requests(atLeast: trials)
         var perPath: [String: Int] = [:]
@@ -62,7 +64,7 @@ struct SingleFlightTests {
     /// Starts `count` `fetch` workers on `path` together, each holding every request it sends
     /// back `delay` ms so the first one's is surely under way when the others look; the odd
     /// ones pause `pause` ms between their lookup and the lock.
-    func fetchTogether(_ path: String, count: Int, delay: Int, pause: Int = 0) throws -> [[String]] {
+    func fetchTogether(_ path: String, count: Int, delay: Int, pause: Int = 0) async throws -> [[String]] {
         let startAt = Int((Date().timeIntervalSince1970 + 2.5) * 1000)
         let workers = try (0..<count).map { number in
             try Worker.start(
@@ -72,7 +74,7 @@ struct SingleFlightTests {
                     "SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK_MS": number % 2 == 1 ? "\(pause)" : "0",
                 ])
         }
-        return finish(workers)
+        return await finish(workers)
     }
 
     /// Collapsed revalidation: processes that ask for a stale entry at the same time share one
@@ -83,7 +85,7 @@ struct SingleFlightTests {
         try origin.write("/plain/shared.txt", "shared body")
         let cache = try SharedCache(directory: directory("cache"))
         _ = try await cache.fetch(URLRequest(url: origin.url("/plain/shared.txt")))
-        let lines = try fetchTogether("/plain/shared.txt", count: 6, delay: 1000, pause: 1300)
+        let lines = try await fetchTogether("/plain/shared.txt", count: 6, delay: 1000, pause: 1300)
         let sources = lines.flatMap { $0 }.map { String($0.split(separator: " ")[0]) }
         #expect(sources.filter { $0 == "source=revalidated" }.count == 1, "\(sources)")
         #expect(sources.filter { $0 == "source=fresh" }.count == 5, "\(sources)")
@@ -96,7 +98,7 @@ struct SingleFlightTests {
         try origin.write("/h/swr/shared.txt", "stale is fine")
         let cache = try SharedCache(directory: directory("cache"))
         _ = try await cache.fetch(URLRequest(url: origin.url("/h/swr/shared.txt")))
-        let lines = try fetchTogether("/h/swr/shared.txt", count: 6, delay: 1000)
+        let lines = try await fetchTogether("/h/swr/shared.txt", count: 6, delay: 1000)
         let sources = lines.flatMap { $0 }.map { String($0.split(separator: " ")[0]) }
         #expect(sources.allSatisfy { $0 == "source=stale" }, "\(sources)")
         #expect(origin.requests(atLeast: 2).map(\.status) == [200, 304])
@@ -105,15 +107,20 @@ struct SingleFlightTests {
     /// Starts a `fetch` worker on `url` that holds its request back `delay` ms, and returns
     /// once it says it is holding it back (so it holds the URL's fetch lock): a signal through
     /// its standard error, not a poll that a busy test process could miss.
-    func startHolder(_ url: URL, delay: Int) throws -> ChildProcess {
+    func startHolder(_ url: URL, delay: Int) async throws -> ChildProcess {
         let holder = try Worker.start(
             ["fetch", directory("cache"), url.absoluteString], environment: ["SHAREDCACHE_TEST_SEND_DELAY_MS": "\(delay)"])
-        var said: [String] = []
-        while let line = holder.errors?.nextLine() {
-            said.append(line)
-            if line.hasSuffix("sending") { return holder }
+        let said = await offThePool {
+            var said: [String] = []
+            while let line = holder.errors?.nextLine() {
+                said.append(line)
+                if line.hasSuffix("sending") { break }
+            }
+            return said
         }
-        Issue.record("the holder exited before sending: \(said.joined(separator: "\n"))")
+        if said.last?.hasSuffix("sending") != true {
+            Issue.record("the holder exited before sending: \(said.joined(separator: "\n"))")
+        }
         return holder
     }
 
@@ -125,7 +132,7 @@ struct SingleFlightTests {
         try origin.write("/fresh/held.txt", "held")
         let cache = try SharedCache(directory: directory("cache"))
         let url = origin.url("/fresh/held.txt")
-        let holder = try startHolder(url, delay: 600_000)
+        let holder = try await startHolder(url, delay: 600_000)
         defer {
             holder.signal(SIGKILL)
             holder.wait()
@@ -139,7 +146,7 @@ struct SingleFlightTests {
         #expect(own.cacheStatus?.contains("detail=lock-timeout") == true && own.cacheStatus?.contains("stored") == false)
 
         holder.signal(SIGKILL)
-        holder.wait()
+        await holder.wait()
         let stored = try await cache.fetch(URLRequest(url: url), options: options)
         #expect(stored.source == .downloaded && stored.cacheStatus?.contains("stored") == true)
         #expect(try await cache.fetch(URLRequest(url: url)).source == .fresh)
@@ -151,7 +158,7 @@ struct SingleFlightTests {
         try origin.write("/fresh/slow-holder.txt", "slow")
         let cache = try SharedCache(directory: directory("cache"))
         let url = origin.url("/fresh/slow-holder.txt")
-        let holder = try startHolder(url, delay: 600_000)
+        let holder = try await startHolder(url, delay: 600_000)
         defer {
             holder.signal(SIGKILL)
             holder.wait()
@@ -168,10 +175,10 @@ struct SingleFlightTests {
         try origin.write("/fresh/alive.txt", "alive")
         let cache = try SharedCache(directory: directory("cache"))
         let url = origin.url("/fresh/alive.txt")
-        let holder = try startHolder(url, delay: 3500)
+        let holder = try await startHolder(url, delay: 3500)
         let options = FetchOptions(waitTimeout: .seconds(60), stalledFetchTimeout: .milliseconds(2500))
         let shared = try await cache.fetch(URLRequest(url: url), options: options)
-        holder.wait()
+        await holder.wait()
         #expect(shared.source == .fresh && shared.data == Data("alive".utf8))
         #expect(origin.requests(atLeast: 1).count == 1)
     }

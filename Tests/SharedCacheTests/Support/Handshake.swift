@@ -34,11 +34,15 @@ func eventually(
 }
 
 /// Runs `body`, which blocks (it waits for a process), on a thread of its own, so that an async
-/// test waiting for it holds none of the cooperative pool's few threads meanwhile.
-func offThePool<Result: Sendable>(_ body: @escaping @Sendable () throws -> Result) async throws -> Result {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Swift.Result { try body() }) }.start()
+/// test waiting for it holds none of the cooperative pool's few threads meanwhile. It throws
+/// what `body` throws: nothing, for a wait that cannot fail.
+func offThePool<Value: Sendable, Failure: Error>(
+    _ body: @escaping @Sendable () throws(Failure) -> Value
+) async throws(Failure) -> Value {
+    let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Value, Failure>, Never>) in
+        Thread { continuation.resume(returning: Result { () throws(Failure) -> Value in try body() }) }.start()
     }
+    return try result.get()
 }
 
 /// Makes `path` a file of `size` zero bytes that takes no space (a hole), world-readable: a

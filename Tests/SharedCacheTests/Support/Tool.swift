@@ -12,6 +12,14 @@ struct Tool {
         Worker.Result(finishing: try start(arguments, environment: environment, input: input))
     }
 
+    /// ``run(_:input:environment:)`` for async tests: it waits on a thread of its own
+    /// (``offThePool(_:)``), holding none of the cooperative pool's.
+    func run(_ arguments: [String], input: Data? = nil, environment: [String: String] = [:]) async throws
+        -> Worker.Result
+    {
+        try await offThePool { try run(arguments, input: input, environment: environment) }
+    }
+
     /// Starts the tool with `arguments`, its standard input `input` (else `/dev/null`); its
     /// stdout and stderr are captured.
     func start(_ arguments: [String], environment: [String: String] = [:], input: Data? = nil) throws -> ChildProcess {

@@ -28,6 +28,12 @@ enum Worker {
             self.output = String(decoding: out, as: UTF8.self)
             self.errors = String(decoding: err, as: UTF8.self)
         }
+
+        /// ``init(finishing:)`` for async tests: it waits on a thread of its own
+        /// (``offThePool(_:)``), holding none of the cooperative pool's.
+        init(finishing child: ChildProcess) async {
+            self = await offThePool { Result(finishing: child) }
+        }
     }
 
     /// Starts the worker with `arguments`; its stdout and stderr are captured.
@@ -58,6 +64,14 @@ enum Worker {
         _ arguments: [String], asUser user: UInt32? = nil, groups: [UInt32] = [], environment: [String: String] = [:]
     ) throws -> Result {
         Result(finishing: try start(arguments, asUser: user, groups: groups, environment: environment))
+    }
+
+    /// ``run(_:asUser:groups:environment:)`` for async tests: it waits on a thread of its own
+    /// (``offThePool(_:)``), holding none of the cooperative pool's.
+    static func run(
+        _ arguments: [String], asUser user: UInt32? = nil, groups: [UInt32] = [], environment: [String: String] = [:]
+    ) async throws -> Result {
+        try await offThePool { try run(arguments, asUser: user, groups: groups, environment: environment) }
     }
 
     /// Parses "name=value name=value" summary lines into numbers.
