@@ -7,9 +7,9 @@ import Testing
 @Suite("File descriptors")
 struct DescriptorTests {
     @Test(.enabled(if: Requirements.hasProcFileDescriptors, "counts /proc/self/fd"))
-    func releasingACacheClosesEveryDescriptorItOpened() throws {
+    func releasingACacheClosesEveryDescriptorItOpened() async throws {
         let directory = try TemporaryDirectory()
-        let result = try Worker.run(["descriptors", directory("cache")])
+        let result = try await Worker.run(["descriptors", directory("cache")])
         #expect(result.status == 0, "\(result.errors)")
         let counts = Worker.counters(result.output)
         let baseline = try #require(counts["baseline"], "\(result.output)")

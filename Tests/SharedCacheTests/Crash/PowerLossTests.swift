@@ -11,26 +11,29 @@ struct PowerLossTests {
         Worker.executable.deletingLastPathComponent().appendingPathComponent("sharedcache-crash").path
     }
 
-    /// Runs the checker; its exit status and output.
-    static func check(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let bytes = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: bytes, as: UTF8.self))
+    /// Runs the checker, waiting on a thread of its own (``offThePool(_:)``); its exit status and
+    /// output.
+    static func check(_ arguments: [String]) async throws -> (status: Int32, output: String) {
+        try await offThePool {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            try process.run()
+            let bytes = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: bytes, as: UTF8.self))
+        }
     }
 
     @Test("A seeded sample of every workload's crash states breaks no rule")
-    func boundedSample() throws {
+    func boundedSample() async throws {
         let seed = UInt64.random(in: 1...UInt64.max)
         print("power-loss sample: seed \(seed)")
         // Three states per workload, durability and model; the tool itself runs on every eighth.
-        let (status, output) = try Self.check(["--seed", "\(seed)", "--cap", "3", "--tools", "sample"])
+        let (status, output) = try await Self.check(["--seed", "\(seed)", "--cap", "3", "--tools", "sample"])
         #expect(status == 0, "seed \(seed):\n\(output)")
         #expect(output.contains(" with violations"), "\(output)")
     }
@@ -78,8 +81,8 @@ struct PowerLossTests {
     }
 
     @Test("Crash states tearing a synchronized put's journal record recover to a clean verify")
-    func tornJournalRecordsRecover() throws {
-        let (status, output) = try Self.check([
+    func tornJournalRecordsRecover() async throws {
+        let (status, output) = try await Self.check([
             "--seed", "1", "--workload", "put-remove", "--durability", "synchronized", "--model", "weak",
             "--losing", "journal/", "--tools", "none", "--cap", "1000",
         ])
@@ -93,8 +96,8 @@ struct PowerLossTests {
     @Test(
         "Crash states losing a new segment's header bytes open",
         arguments: [("checkpoint", "ext4-ordered"), ("rotation", "weak")])
-    func segmentHeadersSurvive(workload: String, model: String) throws {
-        let (status, output) = try Self.check([
+    func segmentHeadersSurvive(workload: String, model: String) async throws {
+        let (status, output) = try await Self.check([
             "--seed", "1", "--workload", workload, "--durability", "none", "--model", model,
             "--losing", "tmp/segment", "--tools", "none", "--cap", "40",
         ])
@@ -109,8 +112,8 @@ struct PowerLossTests {
     /// then applied on top of the new manifest (reads changed after a checkpoint; a put made
     /// since recovery could be overridden by an older record).
     @Test("Crash states losing a sealed segment's last writes recover, checkpoint and reopen alike")
-    func sealsReachTheDiskBeforeTheNextSegment() throws {
-        let (status, output) = try Self.check([
+    func sealsReachTheDiskBeforeTheNextSegment() async throws {
+        let (status, output) = try await Self.check([
             "--seed", "1", "--workload", "checkpoint", "--durability", "none", "--model", "ext4-ordered",
             "--losing", "journal/0000000000000001", "--tools", "none", "--cap", "1000",
         ])

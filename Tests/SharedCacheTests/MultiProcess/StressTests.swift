@@ -5,9 +5,9 @@ import Testing
 /// with 50 rounds of SIGKILL to a random one of them (and a new one started in its place).
 @Suite("Stress: many processes, crashes, and the invariants checked from their logs")
 struct StressTests {
-    @Test func twentySecondsWithFiftyCrashRoundsBreakNoInvariant() throws {
+    @Test func twentySecondsWithFiftyCrashRoundsBreakNoInvariant() async throws {
         let stress = Tool(name: "sharedcache-stress")
-        let result = try stress.run(["--seconds", "20", "--crash-rounds", "50"])
+        let result = try await stress.run(["--seconds", "20", "--crash-rounds", "50"])
         #expect(result.status == 0, "\(result.output)\(result.errors)")
         let summary = result.output.split(separator: "\n").first { $0.hasPrefix("processes=") } ?? ""
         #expect(summary.contains("violations=0"), "\(result.output)")

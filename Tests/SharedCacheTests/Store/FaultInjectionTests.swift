@@ -26,12 +26,12 @@ struct FaultInjectionTests {
     }()
 
     @Test(.enabled(if: hasFailpoints, "release builds have no failpoints"), arguments: calls)
-    func everyCallFailingAtEachOfItsFirstUses(call: String) throws {
+    func everyCallFailingAtEachOfItsFirstUses(call: String) async throws {
         var injected = 0
         for occurrence in Self.occurrences {
             for code in Self.faults(of: call) {
                 let directory = try TemporaryDirectory()
-                let result = try Worker.run(
+                let result = try await Worker.run(
                     ["faults", directory("cache")], environment: ["SHAREDCACHE_FAILPOINT": "\(call):\(occurrence):\(code)"])
                 let context = "\(call) #\(occurrence) \(code): \(result.output)\(result.errors)"
                 // A clear error or success, never a crash: status 0, or 2 when opening failed.

@@ -104,7 +104,7 @@ struct HostileDirectoryTests {
     /// would; two members put, read each other's entries, remove and compact; a user outside the
     /// group is refused with a message that names the group. (Runs as root, as CI does.)
     @Test(.enabled(if: Requirements.canRunAsOtherUsers, "needs root and setpriv(1)"))
-    func membersOfTheGroupShareACacheAndOthersAreRefused() throws {
+    func membersOfTheGroupShareACacheAndOthersAreRefused() async throws {
         let directory = try TemporaryDirectory()
         chmod(directory.path, 0o755)
         let cachePath = directory("cache"), group: UInt32 = 4242
@@ -115,18 +115,21 @@ struct HostileDirectoryTests {
         #expect(chgrp.terminationStatus == 0)
 
         let strictUmask = ["SHAREDCACHE_TEST_UMASK": "077"]
-        let put = try Worker.run(["put", cachePath, "from-member", "hello"], asUser: 65534, groups: [group], environment: strictUmask)
+        let put = try await Worker.run(
+            ["put", cachePath, "from-member", "hello"], asUser: 65534, groups: [group], environment: strictUmask)
         #expect(put.status == 0, "\(put.errors)")
-        let get = try Worker.run(["get", cachePath, "from-member"], asUser: 65533, groups: [group])
+        let get = try await Worker.run(["get", cachePath, "from-member"], asUser: 65533, groups: [group])
         #expect(get.status == 0 && get.output == "hello", "\(get.errors)")
-        let getRoots = try Worker.run(["get", cachePath, "from-root"], asUser: 65533, groups: [group])
+        let getRoots = try await Worker.run(["get", cachePath, "from-root"], asUser: 65533, groups: [group])
         #expect(getRoots.output == "root", "\(getRoots.errors)")
-        let remove = try Worker.run(["remove", cachePath, "from-root"], asUser: 65533, groups: [group], environment: strictUmask)
+        let remove = try await Worker.run(
+            ["remove", cachePath, "from-root"], asUser: 65533, groups: [group], environment: strictUmask)
         #expect(remove.status == 0, "\(remove.errors)")
-        let compact = try Worker.run(["compact", cachePath], asUser: 65534, groups: [group], environment: strictUmask)
+        let compact = try await Worker.run(
+            ["compact", cachePath], asUser: 65534, groups: [group], environment: strictUmask)
         #expect(compact.status == 0, "\(compact.errors)")
 
-        let outsider = try Worker.run(["get", cachePath, "from-member"], asUser: 65532)
+        let outsider = try await Worker.run(["get", cachePath, "from-member"], asUser: 65532)
         #expect(outsider.errorCode == "permissionDenied", "\(outsider.errors)")
 
         let reopened = try SharedCache(directory: cachePath)
@@ -176,11 +179,11 @@ func modesOfTree(_ root: String) throws -> [(String, UInt32)] {
 @Suite("Fuzzing the decoders and the argument parser")
 struct FuzzTests {
     /// CI's share: 100,000 mutated inputs across every decoder and the parser.
-    @Test func oneHundredThousandInputsBreakNothing() throws {
+    @Test func oneHundredThousandInputsBreakNothing() async throws {
         let fuzz = Tool(name: "sharedcache-fuzz")
         var random = TestSeed.generator("fuzz")
         let seed = UInt64.random(in: 1...1_000_000, using: &random)
-        let result = try fuzz.run(["--inputs", "100000", "--seed", "\(seed)"])
+        let result = try await fuzz.run(["--inputs", "100000", "--seed", "\(seed)"])
         #expect(result.status == 0, "--seed \(seed) (\(TestSeed.replay)): \(result.output)\(result.errors)")
         #expect(result.output.contains("violations=0 crashes=0"), "\(result.output)")
         let summary = result.output.split(separator: "\n").last ?? ""

@@ -313,14 +313,14 @@ struct FormatUpgradeTests {
         #expect(try cache.verify().problems.isEmpty)
     }
 
-    @Test func theCompactorAndTheToolWorkOnAnUpgradedDirectory() throws {
+    @Test func theCompactorAndTheToolWorkOnAnUpgradedDirectory() async throws {
         let directory = try TemporaryDirectory()
         let path = try Self.versionOneDirectory(in: directory)
-        let compact = try Tool.admin.run(["--dir", path, "compact"])
+        let compact = try await Tool.admin.run(["--dir", path, "compact"])
         #expect(compact.status == 0, "\(compact.errors)")
-        let get = try Tool.admin.run(["--dir", path, "get", "key-c", "-o", directory("key-c")])
+        let get = try await Tool.admin.run(["--dir", path, "get", "key-c", "-o", directory("key-c")])
         #expect(get.status == 0, "\(get.errors)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory("key-c"))) == Self.bodyC)
-        #expect(try Tool.admin.run(["--dir", path, "verify"]).status == 0)
+        #expect(try await Tool.admin.run(["--dir", path, "verify"]).status == 0)
     }
 }
