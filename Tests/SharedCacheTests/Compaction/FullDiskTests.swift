@@ -26,7 +26,7 @@ struct FullDiskTests {
     }()
 
     @Test(.enabled(if: canMount, "needs root and mount(2) to make a small filesystem"))
-    func theCompactorEvictsWithNoFreeBytes() throws {
+    func theCompactorEvictsWithNoFreeBytes() async throws {
         let directory = try TemporaryDirectory()
         let mountPoint = directory("small")
         try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
@@ -49,7 +49,7 @@ struct FullDiskTests {
         var space = statvfs()
         #expect(statvfs(mountPoint, &space) == 0 && space.f_bavail == 0)
 
-        let pass = try Tool.daemon.run(["--dir", path, "--once"])
+        let pass = try await Tool.daemon.run(["--dir", path, "--once"])
         #expect(pass.status == 0, "\(pass.errors)")
         let cache = try SharedCache(directory: path)
         #expect(try cache.statistics().totalBytes <= limit)

@@ -76,7 +76,7 @@ struct ManPageContentTests {
     /// `http://localhost:8080/` in an example is a real nginx serving `index.html`.
     func runExamples(
         of pageName: String, replacing path: String? = nil, preparing prepare: (String) throws -> Void = { _ in }
-    ) throws {
+    ) async throws {
         let directory = try TemporaryDirectory()
         try prepare(directory("cache"))
         let examples = Self.examples(try Self.page(pageName))
@@ -99,35 +99,37 @@ struct ManPageContentTests {
                 ], workingDirectory: directory.path, errors: .standardOutput)
             defer { if shell.isRunning { shell.signal(SIGKILL) } }
             if let readyLine = Self.runUntilStopped[example] {
-                let first = shell.nextLine(within: .seconds(10))
+                let first = await shell.nextLine(within: .seconds(10))
                 #expect(first?.hasPrefix(readyLine) == true, "\(pageName): \(command) printed \(first ?? "nothing") first")
                 shell.signal(SIGTERM)
-                #expect(eventually(within: .seconds(5)) { !shell.isRunning }, "\(pageName): \(command) ignored SIGTERM")
+                #expect(
+                    try await eventually(within: .seconds(5)) { !shell.isRunning },
+                    "\(pageName): \(command) ignored SIGTERM")
             } else {
                 let bound: Duration = example.contains("demo") ? .seconds(60) : .seconds(30)
                 #expect(
-                    eventually(within: bound) { !shell.isRunning },
+                    try await eventually(within: bound) { !shell.isRunning },
                     "\(pageName): \(command) did not finish within \(bound): a hang is a failure")
             }
             guard !shell.isRunning else { continue }
             let printed = (shell.output?.rest(within: .seconds(1)) ?? []).joined(separator: "\n")
-            #expect(shell.wait() == .exited(0), "\(pageName) example failed: \(command)\n\(printed)")
+            #expect(await shell.wait() == .exited(0), "\(pageName) example failed: \(command)\n\(printed)")
         }
     }
 
     @Test(.enabled(if: Requirements.isInstalled(LoopbackOrigin.executable), "the fetch examples need nginx"))
-    func theAdminToolExamplesRun() throws {
-        try runExamples(of: "sharedcache.1")
+    func theAdminToolExamplesRun() async throws {
+        try await runExamples(of: "sharedcache.1")
     }
 
-    @Test func theDaemonExamplesRun() throws {
-        try runExamples(of: "sharedcached.8", replacing: "/var/cache/app")
+    @Test func theDaemonExamplesRun() async throws {
+        try await runExamples(of: "sharedcached.8", replacing: "/var/cache/app")
     }
 
     /// `cat` the format file and `xxd` the first journal segment of a cache with an entry.
     @Test(.enabled(if: Requirements.isInstalled("/usr/bin/xxd"), "the examples use xxd"))
-    func theFormatExamplesRun() throws {
-        try runExamples(of: "sharedcache.5", replacing: "/var/cache/app") { cache in
+    func theFormatExamplesRun() async throws {
+        try await runExamples(of: "sharedcache.5", replacing: "/var/cache/app") { cache in
             try SharedCache(directory: cache).put(key: "k", data: Data("v".utf8))
         }
     }

@@ -81,20 +81,23 @@ struct FetchCommandTests {
     }
 
     /// On a terminal (a pty from script(1)), a large body shows a progress line that is erased.
-    @Test func aProgressLineOnATerminal() throws {
+    @Test func aProgressLineOnATerminal() async throws {
         try origin.write("/slow/large.bin", Data(count: 1_500_000))
         let command = [Tool.admin.executable.path, "--dir", directory("cache"), "fetch", "-o", directory("large.bin"),
             origin.url("/slow/large.bin").absoluteString].joined(separator: " ")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        process.arguments = ["-qec", command, "/dev/null"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(text)")
+        let (status, text) = try await offThePool {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+            process.arguments = ["-qec", command, "/dev/null"]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return (process.terminationStatus, text)
+        }
+        #expect(status == 0, "\(text)")
         #expect(text.contains("\rreceived ") && text.contains(" of 1.5 MB ("), "\(text.debugDescription)")
         #expect(text.contains("downloaded, 200, 1.5 MB"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory("large.bin"))).count == 1_500_000)

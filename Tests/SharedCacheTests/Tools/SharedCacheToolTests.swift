@@ -234,9 +234,9 @@ struct SharedCacheToolTests {
         #expect(removed.contains("\"type\":\"removed\"") && removed.contains("\"reason\":\"manual\""))
     }
 
-    @Test func theDemoFinishesInUnderAMinuteWithConsistentCounts() throws {
+    @Test func theDemoFinishesInUnderAMinuteWithConsistentCounts() async throws {
         let start = Date()
-        let result = try Tool.admin.run(["demo", "--seconds", "3", "--json"])
+        let result = try await Tool.admin.run(["demo", "--seconds", "3", "--json"])
         #expect(Date().timeIntervalSince(start) < 60)
         #expect(result.status == 0, "\(result.errors)")
         let summary = try json(result)
@@ -246,7 +246,7 @@ struct SharedCacheToolTests {
         #expect(clients.allSatisfy { ($0["stored"] ?? 0) > 5 && $0["heard"] == summary["journaledRemovals"] as? Int })
         #expect((summary["compactorEvictions"] as? Int ?? 0) > 0)
 
-        let live = try Tool.admin.run(["demo", "--seconds", "1", "--clients", "2"])
+        let live = try await Tool.admin.run(["demo", "--seconds", "1", "--clients", "2"])
         #expect(live.status == 0)
         #expect(live.output.contains("[client 1] stored"))
         #expect(live.output.contains("✓ every client heard every removal"))
