@@ -29,7 +29,8 @@ extension SharedCache {
         engine.onRemovals(handler)
     }
 
-    /// Calls `handler` (on a private serial queue) whenever any process appends to the journal.
+    /// Calls `handler` (on a private serial queue) whenever any process appends to the journal
+    /// from now on; appends before the call wake nothing, so subscribe first, then read.
     /// The compactor uses it to notice growth without polling.
     package func onJournalChange(_ handler: @escaping @Sendable () -> Void) -> RemovalSubscription {
         engine.onJournalChange(handler)

@@ -35,11 +35,26 @@ extension Command {
                     + "behind the journal's retention); removals among them are not shown; continuing from \(to + 1)")
             if json { terminal.printJSON(JournalGapJSON(from: from, to: to)) }
         }
-        try listing.readAvailable(print, gap: gap)
-        guard invocation.arguments.has("-f") else { return .success }
-        // Follow until killed: every append wakes a read of what is new.
+        guard invocation.arguments.has("-f") else {
+            try listing.readAvailable(print, gap: gap)
+            return .success
+        }
+        // Follow until killed: every append wakes a read of what is new. Subscribed before the
+        // first read, so that a record appended in between wakes one too; read after a
+        // subscription, it waited for the next append to be printed (and a follower stopped and
+        // resumed there printed nothing more until then).
         signal(SIGPIPE, SIG_DFL)
         let subscription = cache.onJournalChange { try? listing.readAvailable(print, gap: gap) }
+        try listing.readAvailable(print, gap: gap)
+        #if DEBUG
+        // `SHAREDCACHE_TEST_PAUSE_AFTER_FIRST_READ_MS` (debug builds only): tests append in a
+        // widened window after the first read, which must be printed all the same.
+        if let pause = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_PAUSE_AFTER_FIRST_READ_MS"]
+            .flatMap(UInt32.init)
+        {
+            usleep(pause * 1000)
+        }
+        #endif
         while true { withExtendedLifetime(subscription) { _ = sleep(3600) } }
     }
 }

@@ -30,8 +30,8 @@ struct JournalFollowGapTests {
 
         let follower = try Tool.admin.start(["journal", "--follow", "--json"], environment: ["SHAREDCACHE_DIR": cache])
         // A follower that never prints what is awaited must not hang the suite; generous, as a
-        // sanitizer build on a loaded machine can take minutes to get this far (passing runs
-        // took up to 181 s under the sanitizers, and one took past 300 s).
+        // sanitizer build on a loaded machine can take minutes to get this far. (The hangs once
+        // taken for slowness were the follower's: see the next test.)
         let watchdog = DispatchWorkItem { follower.signal(SIGKILL) }
         DispatchQueue.global().asyncAfter(deadline: .now() + 900, execute: watchdog)
         defer {
@@ -84,6 +84,26 @@ struct JournalFollowGapTests {
         follower.wait()
         let said = follower.errors?.remainingText() ?? ""
         #expect(said.split(separator: "\n").count == 1)
+    }
+
+    /// A record appended just after the follower's first read is printed without waiting for
+    /// another append: the follower subscribes before it reads. (It read, then subscribed; a
+    /// record appended in between waited for the next append, and a follower stopped there
+    /// printed nothing more: this suite's other test hung at random under load.)
+    @Test func aRecordAppendedJustAfterTheFirstReadIsPrinted() async throws {
+        let writer = try SharedCache(directory: cache, configuration: Configuration(memoryCostLimit: 0))
+        try writer.put(key: "before", data: Data("x".utf8))
+        let follower = try Tool.admin.start(
+            ["journal", "--follow", "--json"],
+            environment: ["SHAREDCACHE_DIR": cache, "SHAREDCACHE_TEST_PAUSE_AFTER_FIRST_READ_MS": "3000"])
+        defer {
+            follower.signal(SIGKILL)
+            follower.wait()
+        }
+        #expect(try Self.record(await follower.nextLine(within: .seconds(600)))?["key"] as? String == "before")
+        // Appended while the follower pauses after its first read: its subscription must wake it.
+        try writer.put(key: "during", data: Data("y".utf8))
+        #expect(try Self.record(await follower.nextLine(within: .seconds(60)))?["key"] as? String == "during")
     }
 
     static func record(_ line: String?) throws -> [String: Any]? {
