@@ -29,7 +29,8 @@ import SharedCachePlatform
 /// large one mapped from its stored file, not copied), because swift-corelibs-foundation keeps
 /// only the last piece a protocol hands a task with a completion handler.
 /// - Note: Redirects are followed by the cache's own transport; the app sees the final
-///   response, whose `url` names where it came from.
+///   response, whose `url` names where it came from. An answer reached through a redirect is
+///   not stored: it is another URL's response (RFC 9111 §2).
 ///
 /// Thread-safe: URLSession calls it on its own threads; its state is in a lock, and it calls
 /// its client on the thread (Darwin: the run loop) that started it.

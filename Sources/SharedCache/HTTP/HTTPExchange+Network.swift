@@ -13,11 +13,13 @@ extension HTTPExchange {
     ///
     /// - Parameters:
     ///   - fallback: what may be served stale if the network fails (RFC 5861 §4).
+    ///   - callersCandidate: the stored response the caller's own validators (sent as they are)
+    ///     may select: a 304 to them updates it too (``updateFromCallersNotModified(_:_:_:_:)``).
     ///   - locked: whether this fetch holds the URL's fetch lock; one that gave up waiting for
     ///     it stores only if the lock is free by then.
     func send(
-        primaryKey: String, validating candidate: StoredCandidate?, fallback: StoredCandidate?, status: CacheStatus,
-        locked: Bool
+        primaryKey: String, validating candidate: StoredCandidate?, fallback: StoredCandidate?,
+        callersCandidate: StoredCandidate? = nil, status: CacheStatus, locked: Bool
     ) async throws -> FetchResult {
         var outgoing = request
         if let candidate {
@@ -42,7 +44,7 @@ extension HTTPExchange {
             }
         }
         let receiver = DownloadReceiver(cache: cache, announcement: announcement) { [self] head, responseTime in
-            guard locked, head.status < 500 || fallback == nil, mayStore(head) else { return nil }
+            guard locked, head.status < 500 || fallback == nil, answersTheURLAskedFor(head) else { return nil }
             return cache.storagePlan(
                 primaryKey: primaryKey, request: request, response: head, requestTime: requestTime,
                 responseTime: responseTime, heuristicCap: heuristicCap)
@@ -72,15 +74,20 @@ extension HTTPExchange {
         if response.status == 304, let candidate, candidate.etag != nil || candidate.lastModified != nil {
             // The safety rule: serve a 304 only with the pinned body, checked now, and only if
             // the 304 is about that body.
-            let matches = response.headers["ETag"].map { Self.weakMatch($0, candidate.etag) } ?? true
+            // A 304 from where a redirect led is about that URL's response, not this one.
+            let matches =
+                answersTheURLAskedFor(response)
+                && (response.headers["ETag"].map { Self.weakMatch($0, candidate.etag) } ?? true)
             if matches, let body = try await read(candidate) {
                 let revalidation = try await freshen(candidate, body: body, by: response.headers, requestTime, responseTime)
                 cache.count { $0.revalidations += 1 }
                 cache.counters?.add(.revalidations)
+                // Age and freshness as of the 304's birth (RFC 9111 §4.2.3: an `Age` it carried counts).
+                let now = Clock.nowMilliseconds()
                 var served = revalidation.headers
-                // The 304's own age (RFC 9111 §4.2.3): an `Age` it carried counts.
-                served.set("Age", "\(max(0, Clock.nowMilliseconds() - revalidation.birth) / 1000)")
-                status.ttl = revalidation.lifetime == .max ? Int64(Int32.max) : revalidation.lifetime / 1000
+                served.set("Age", "\(max(0, now - revalidation.birth) / 1000)")
+                status.ttl = CacheEngine.StoredOutcome(lifetime: revalidation.lifetime, birth: revalidation.birth)
+                    .ttl(at: now)
                 var result = FetchResult(
                     data: method == "HEAD" ? Data() : body, status: candidate.response.status, headers: served, url: url,
                     source: .revalidated, cacheType: candidate.held != nil ? .memory : .disk)
@@ -92,14 +99,10 @@ extension HTTPExchange {
             return try await send(primaryKey: primaryKey, validating: nil, fallback: nil, status: status, locked: locked)
         }
 
-        if response.status == 304, candidate == nil, let stored = fallback, Self.selects(response.headers, stored),
-            let body = try await read(stored)
-        {
-            // A 304 to the caller's own validators that selects the stored response updates it
-            // as any 304 does (RFC 9111 §4.3.4); the caller gets the 304.
-            _ = try await freshen(stored, body: body, by: response.headers, requestTime, responseTime)
+        if response.status == 304, let callersCandidate, answersTheURLAskedFor(response) {
+            status.stored = await updateFromCallersNotModified(callersCandidate, response, requestTime, responseTime)
         }
-        guard mayStore(response) else { return countedDownload(response, status, stored: nil) }
+        guard answersTheURLAskedFor(response) else { return countedDownload(response, status, stored: nil) }
         let store: @Sendable () throws -> CacheEngine.StoredOutcome? = {
             try cache.storeHTTPResponse(
                 primaryKey: primaryKey, request: request, response: response, requestTime: requestTime,
@@ -118,13 +121,40 @@ extension HTTPExchange {
         return countedDownload(response, status, stored: outcome)
     }
 
-    /// Whether `response` may be stored for this request: it answers the URL asked for, or the
-    /// caller named what it is (``FetchOptions/cacheKey``). URLSession follows redirects, and
-    /// the answer it ends at is the target's, never the response of the URL asked for (RFC 9111
-    /// §2: a response is stored under its request's target URI).
-    private func mayStore(_ response: TransportResponse) -> Bool {
+    /// Whether `response` is about what this request's stored response is: it answers the URL
+    /// asked for, or the caller named what it is (``FetchOptions/cacheKey``). URLSession follows
+    /// redirects, and the answer it ends at is the target's, never to be stored as the URL's
+    /// asked for (RFC 9111 §2: a response is stored under its request's target URI).
+    private func answersTheURLAskedFor(_ response: TransportResponse) -> Bool {
         guard options.cacheKey == nil, let answered = response.url else { return true }
-        return CacheEngine.cacheKey(for: answered) == CacheEngine.cacheKey(for: url)
+        return Self.sameTarget(answered, url)
+    }
+
+    /// Whether two URLs name one target once written alike (RFC 3986 §6.2.2-6.2.3): scheme and
+    /// host in any case, no default port, "/" for an empty path, no fragment. URLSession on
+    /// Darwin reports the URL it sent, normalised so, whatever the request said.
+    static func sameTarget(_ one: URL, _ other: URL) -> Bool {
+        func normalised(_ url: URL) -> String? {
+            guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return nil }
+            components.scheme = components.scheme?.lowercased()
+            components.percentEncodedHost = components.percentEncodedHost?.lowercased()
+            if let port = components.port, port == (components.scheme == "https" ? 443 : 80) { components.port = nil }
+            if components.percentEncodedPath.isEmpty { components.percentEncodedPath = "/" }
+            components.fragment = nil
+            return components.string
+        }
+        return normalised(one) == normalised(other)
+    }
+
+    /// Updates `stored` from a 304 to the caller's own validators when the 304 selects it
+    /// (RFC 9111 §4.3.4: any 304 received updates the stored responses it selects); the caller
+    /// gets its 304 either way. Best effort: that answer is in hand, and failing to update the
+    /// copy (a full disk) must not turn it into an error. Returns whether it was updated.
+    private func updateFromCallersNotModified(
+        _ stored: StoredCandidate, _ response: TransportResponse, _ requestTime: Int64, _ responseTime: Int64
+    ) async -> Bool {
+        guard Self.selects(response.headers, stored), let body = try? await read(stored) else { return false }
+        return (try? await freshen(stored, body: body, by: response.headers, requestTime, responseTime)) != nil
     }
 
     /// A response from the network as served, counted as a download; its `Cache-Status` says

@@ -158,7 +158,8 @@ struct HTTPExchange: Sendable {
         // The caller's own validators are the caller's business: send them as they are.
         let candidate = hasCallerValidators || options.forceRefresh ? nil : lookup.candidate
         return try await send(
-            primaryKey: primaryKey, validating: candidate, fallback: lookup.candidate ?? previous, status: status,
+            primaryKey: primaryKey, validating: candidate, fallback: lookup.candidate ?? previous,
+            callersCandidate: hasCallerValidators && lock != nil ? lookup.candidate : nil, status: status,
             locked: lock != nil)
     }
 

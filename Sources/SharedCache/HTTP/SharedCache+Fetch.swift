@@ -45,7 +45,8 @@ public struct FetchOptions: Sendable, Hashable {
     ///
     /// Every process that fetches with the same key shares the entry, its validators and its
     /// one-download-at-a-time lock. An unsafe request (POST, …) with this option invalidates
-    /// the entry under the key as well as its URL's.
+    /// the entry under the key as well as its URL's. A redirected answer is stored under the key
+    /// (it is what the key names); without a key it is not stored, since it is another URL's.
     public var cacheKey: String?
 
     /// Options for one fetch; the defaults are a private cache by RFC 9111.

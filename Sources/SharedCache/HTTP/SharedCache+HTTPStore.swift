@@ -273,13 +273,15 @@ extension CacheEngine {
         return HTTPHeaders(headers.filter { !dropped.contains($0.name.lowercased()) }.map { ($0.name, $0.value) })
     }
 
-    /// The fields of a response from the network as stored: ``storableFields(_:)``, and a `Date`
-    /// of when it arrived if it came without one (RFC 9110 §6.6.1: a recipient with a clock
-    /// MUST add one to a response it caches).
-    static func storedFields(of response: TransportResponse, receivedAt responseTime: Int64) -> HTTPHeaders {
-        var headers = storableFields(response.headers)
-        if headers["Date"] == nil { headers.append("Date", HTTPDate.format(responseTime)) }
-        return headers
+    /// A response's fields with a `Date` of when it arrived if it came without one (RFC 9110
+    /// §6.6.1: a recipient with a clock MUST add one to a response it caches). A 304 or a part
+    /// gets one too before its fields update a stored response, so that the stored `Date`
+    /// never outlives the answer that freshened it.
+    static func dated(_ headers: HTTPHeaders, receivedAt responseTime: Int64) -> HTTPHeaders {
+        guard headers["Date"] == nil else { return headers }
+        var dated = headers
+        dated.append("Date", HTTPDate.format(responseTime))
+        return dated
     }
 
     /// What storing a response did: its lifetime and birth, for `Cache-Status`'s `ttl`, and
@@ -349,7 +351,8 @@ extension CacheEngine {
             key: names.isEmpty ? primaryKey : Self.variantKey(primaryKey, names: names, request: request),
             varyNames: names,
             response: StoredResponse(
-                status: response.status, headers: Self.storedFields(of: response, receivedAt: responseTime),
+                status: response.status,
+                headers: Self.storableFields(Self.dated(response.headers, receivedAt: responseTime)),
                 lifetime: lifetime,
                 mustRevalidate: false, varyValues: Self.varyValues(names: names, request: request)),
             validators: response.headers,
@@ -483,7 +486,7 @@ extension CacheEngine {
         of candidate: StoredCandidate, by update: HTTPHeaders, requestTime: Int64, responseTime: Int64,
         heuristicCap: Int64?
     ) -> Revalidation {
-        let merged = Self.updatedFields(candidate.response.headers, by: update)
+        let merged = Self.updatedFields(candidate.response.headers, by: Self.dated(update, receivedAt: responseTime))
         let lifetime = Freshness.lifetime(
             status: candidate.response.status, headers: merged, responseTime: responseTime, heuristicCap: heuristicCap)
         let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: update)

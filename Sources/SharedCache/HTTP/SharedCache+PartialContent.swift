@@ -56,7 +56,8 @@ extension CacheEngine {
         }
         var ranges = PartialContent.Ranges(length: part.range.length, ranges: [part.range.bytes])
         var body = response.body
-        var headers = Self.storedFields(of: response, receivedAt: responseTime)
+        let received = Self.dated(response.headers, receivedAt: responseTime)
+        var headers = Self.storableFields(received)
         headers.set("Content-Length", nil)
         var ignored: [(hash: KeyHash, entry: IndexEntry, at: Int64)] = []
         if let stored = try lookupParts(primaryKey: primaryKey, accessesDue: &ignored), let held = stored.parts,
@@ -64,7 +65,7 @@ extension CacheEngine {
             let storedBody = try stored.body()
         {
             (ranges, body) = held.adding(part.range.bytes, response.body, to: storedBody)
-            headers = Self.updatedFields(stored.response.headers, by: response.headers)
+            headers = Self.updatedFields(stored.response.headers, by: received)
         }
         headers.set("Content-Range", nil)
         if ranges.isComplete {

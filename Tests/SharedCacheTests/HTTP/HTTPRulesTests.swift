@@ -179,8 +179,22 @@ struct HTTPRulesTests {
         let headers: HTTPHeaders = [
             "Connection": "close, X-Hop", "X-Hop": "1", "Keep-Alive": "timeout=5", "Transfer-Encoding": "chunked",
             "Cache-Control": "max-age=60, no-cache=\"Set-Cookie\"", "Set-Cookie": "a=b", "X-Kept": "1", "TE": "trailers",
+            "Proxy-Authenticate": "Basic", "Proxy-Authentication-Info": "a=b", "Proxy-Authorization": "Basic eA==",
         ]
         #expect(CacheEngine.storableFields(headers).map(\.name) == ["Cache-Control", "X-Kept"])
+    }
+
+    @Test("RFC 3986 §6.2.2-6.2.3: one target however its URL is written")
+    func sameTargetIgnoresHowAURLIsWritten() throws {
+        func same(_ one: String, _ other: String) throws -> Bool {
+            HTTPExchange.sameTarget(try #require(URL(string: one)), try #require(URL(string: other)))
+        }
+        #expect(try same("HTTP://Example.COM:80", "http://example.com/"))
+        #expect(try same("https://example.com:443/a?b=c#top", "https://example.com/a?b=c"))
+        #expect(try !same("http://example.com/a", "http://example.com/b"))
+        #expect(try !same("http://example.com/a?b=c", "http://example.com/a?b=d"))
+        #expect(try !same("http://example.com:8080/", "http://example.com/"))
+        #expect(try !same("http://example.com/A", "http://example.com/a"))  // paths keep their case
     }
 
     @Test("RFC 9111 §4.1: Vary values are normalised before matching")

@@ -89,17 +89,44 @@ extension ConformanceTests {
 
     @Test("RFC 9111 §4.3.4: once a 304 freshened the stored response, it is served with the 304's Date")
     func aFreshenedResponseIsServedWithTheDateOfItsNotModified() async throws {
-        let first = try await fetch("/h/date304")
-        let storedDate = try #require(first.headers["Date"].flatMap { HTTPDate.parse($0) })
-        // The 304 must come at least a second later, for its Date to differ.
-        #expect(try await eventually(within: .seconds(5)) { Clock.nowMilliseconds() >= storedDate + 2000 })
-        let revalidated = try await fetch("/h/date304")
-        #expect(revalidated.source == .revalidated)
-        let newDate = try #require(revalidated.headers["Date"].flatMap { HTTPDate.parse($0) })
-        #expect(newDate >= storedDate + 2000)
-        let stored = try await fetch("/h/date304", options: FetchOptions(onlyFromCache: true))
+        let now = Clock.nowMilliseconds() / 1000 * 1000
+        let validator: HTTPHeaders = ["ETag": "\"d1\"", "Cache-Control": "max-age=0"]
+        func dated(_ milliseconds: Int64) -> HTTPHeaders {
+            var headers = validator
+            headers.append("Date", HTTPDate.format(milliseconds))
+            return headers
+        }
+        let transport = ScriptedTransport([
+            TransportResponse(status: 200, headers: dated(now - 60_000), body: Data("dated body".utf8)),
+            TransportResponse(status: 304, headers: dated(now), body: Data()),
+        ])
+        _ = try await fetch("/dated", transport: transport)
+        #expect(try await fetch("/dated", transport: transport).source == .revalidated)
+        let stored = try await fetch("/dated", options: FetchOptions(onlyFromCache: true), transport: transport)
+        #expect(stored.data == Data("dated body".utf8))
         let served = try #require(stored.headers["Date"].flatMap { HTTPDate.parse($0) })
-        #expect(abs(served - newDate) <= 1000, "served \(served), the 304's \(newDate)")
+        #expect(abs(served - now) <= 1000, "served \(served), the 304's \(now)")
+    }
+
+    @Test("RFC 9110 §6.6.1, RFC 9111 §4.3.4: a 304 without a Date counts freshness from its arrival")
+    func aNotModifiedWithoutADateIsDatedOnArrival() async throws {
+        let now = Clock.nowMilliseconds() / 1000 * 1000
+        let transport = ScriptedTransport([
+            TransportResponse(
+                status: 200,
+                headers: ["ETag": "\"e1\"", "Date": HTTPDate.format(now - 600_000), "Expires": HTTPDate.format(now - 1000)],
+                body: Data("expired body".utf8)),
+            TransportResponse(
+                status: 304, headers: ["ETag": "\"e1\"", "Expires": HTTPDate.format(now + 3_600_000)], body: Data()),
+        ])
+        _ = try await fetch("/undated304", transport: transport)
+        let revalidated = try await fetch("/undated304", transport: transport)
+        #expect(revalidated.source == .revalidated)
+        // Expires less the 304's arrival: an hour, not the stored Date's ten minutes more.
+        let ttl = try #require(revalidated.cacheStatus.flatMap { Self.parameter("ttl", in: $0) })
+        #expect((3590...3600).contains(ttl), "ttl \(ttl)")
+        let date = try #require(revalidated.headers["Date"].flatMap { HTTPDate.parse($0) })
+        #expect(date >= now)
     }
 
     @Test("RFC 8246 §2, RFC 9111 §5.2.1.3: immutable skips a reload, not a request's min-fresh")
@@ -132,5 +159,23 @@ extension HTTPRulesTests {
         #expect(CacheControl("max-age = 3600, no-store").noStore)
         #expect(CacheControl(" max-age=3600 ,\tno-cache=\"a, b\" ").maxAge == 3600)
         #expect(CacheControl("max-age=3600, no-cache=\"a, b\"").noCacheFields == ["a", "b"])
+    }
+}
+
+/// Answers each request with the next of `responses`, and the last one once they run out.
+final class ScriptedTransport: HTTPTransport {
+    private let responses: [TransportResponse]
+    private let sent = Locked(0)
+
+    init(_ responses: [TransportResponse]) {
+        self.responses = responses
+    }
+
+    func send(_ request: URLRequest) async throws -> TransportResponse {
+        let index = sent.withLock { sent in
+            defer { sent += 1 }
+            return min(sent, responses.count - 1)
+        }
+        return responses[index]
     }
 }

@@ -154,12 +154,6 @@ final class Origin {
             }
             add_header ETag '"x1"'; add_header Expires "Thu, 01 Jan 2015 00:00:00 GMT"; return 200 "expires body";
         }
-        location = /h/date304 {
-            if ($http_if_none_match = '"d1"') {
-                add_header ETag '"d1"'; add_header Cache-Control max-age=0; return 304;
-            }
-            add_header ETag '"d1"'; add_header Cache-Control max-age=0; return 200 "dated body";
-        }
         location = /status/500-maxage { add_header Cache-Control max-age=3600 always; return 500 "server error"; }
         location = /status/503-expires { add_header Expires "Thu, 01 Jan 2099 00:00:00 GMT" always; return 503 "busy"; }
         location = /status/500-plain { add_header Last-Modified "Thu, 01 Jan 2015 00:00:00 GMT" always; return 500 "e"; }
