@@ -272,7 +272,6 @@ package enum System {
         try remove(at: AT_FDCWD, path)
     }
 
-    /// Atomically renames, replacing any existing `to`. The C function is `renameat`.
     /// Renames `from` to `to`, failing with EEXIST rather than replacing an existing file: one
     /// atomic rename where the filesystem offers it (``renameExclusively(at:_:to:)``), else
     /// `linkat` + `unlinkat`, which give the same guarantee (a filesystem without the exclusive
@@ -293,6 +292,7 @@ package enum System {
         }
     }
 
+    /// Atomically renames, replacing any existing `to`. The C function is `renameat`.
     static func rename(at directory: Int32, _ from: String, to: String) throws(SystemError) {
         _ = try retryingInterrupts("renameat", path: to) { renameat(directory, from, directory, to) }
         #if DEBUG

@@ -50,9 +50,9 @@ extension Command {
         // `SHAREDCACHE_TEST_PAUSE_AFTER_FIRST_READ_MS` (debug builds only): tests append in a
         // widened window after the first read, which must be printed all the same.
         if let pause = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_PAUSE_AFTER_FIRST_READ_MS"]
-            .flatMap(UInt32.init)
+            .flatMap(Double.init)
         {
-            usleep(pause * 1000)
+            Thread.sleep(forTimeInterval: pause / 1000)
         }
         #endif
         while true { withExtendedLifetime(subscription) { _ = sleep(3600) } }

@@ -6,7 +6,11 @@ import Testing
 // Linux only: the small filesystem is a tmpfs mounted with Linux's mount(2) (Darwin's takes
 // other arguments and has no tmpfs), so elsewhere this suite is not compiled.
 #if os(Linux)
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// Issue 18, defect 4: on a full filesystem the compactor exited 74 (it had to write its PID
 /// before it could work) and the cache stayed far over its limit. Eviction must work with no

@@ -72,8 +72,8 @@ struct MultiProcessTests {
         for round in 1...24 {
             let writer = try Worker.start(["writer", cache, "\(round)"])
             let moment = UInt32.random(in: 5_000...120_000, using: &random)
-            // The wait, the moment (usleep(3), as ever) and the kill on a thread of their own:
-            // none of the cooperative pool's is held meanwhile.
+            // The wait, the random moment and the kill run on a thread of their own, so that
+            // none of the cooperative pool's few threads is held meanwhile.
             let (ready, end) = await offThePool {
                 let ready = writer.nextLine(within: .seconds(60))  // the cache is open
                 usleep(moment)

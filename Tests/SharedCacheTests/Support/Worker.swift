@@ -1,12 +1,18 @@
 import Foundation
 import SharedCacheCLI
 
+#if os(macOS)
+/// A class of the test bundle's own, for finding the bundle.
+private final class BundleMarker {}
+#endif
+
 /// The `sharedcache-test-worker` executable built next to the tests, run as a real process.
 enum Worker {
     static var executable: URL {
         #if os(macOS)
-        let products = Bundle.allBundles.first { $0.bundlePath.hasSuffix(".xctest") }!.bundleURL
-            .deletingLastPathComponent()
+        // The test bundle (`….xctest`), found through a class it defines: swift-testing's runner
+        // may load the bundle without registering it, so `Bundle.allBundles` need not list it.
+        let products = Bundle(for: BundleMarker.self).bundleURL.deletingLastPathComponent()
         #else
         let products = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
         #endif

@@ -87,8 +87,8 @@ struct SharedCachedTests {
         let cache = try Self.filledCache(directory("cache"), count: 3000, size: 10, limit: 3000)
         let daemon = try Tool.daemon.start(["--dir", directory("cache"), "-d"])
         let reader = try #require(daemon.errors)
-        // The wait, the moment (usleep(3), as ever) and the signal on a thread of their own:
-        // none of the cooperative pool's is held meanwhile.
+        // The wait, the delay and the signal run on a thread of their own, so that
+        // none of the cooperative pool's few threads is held meanwhile.
         let (first, log, end) = await offThePool {
             let first = reader.nextLine()
             usleep(UInt32(delayMilliseconds * 1000))
