@@ -461,8 +461,8 @@ struct ConformanceTests {
         _ = try await fetch("/plain/c.txt")
         let stale = try await fetch("/plain/c.txt")
         #expect(stale.cacheStatus?.hasPrefix("SharedCache; fwd=stale; fwd-status=304; ttl=") == true)
-        // max-age=0: no freshness left, less the second or so its Date says it has aged (§4.2.3).
-        #expect((-2...0).contains(try #require(stale.cacheStatus.flatMap { Self.parameter("ttl", in: $0) })))
+        // max-age=0: no freshness left, less what its Date says it has aged since (§4.2.3).
+        #expect(try #require(stale.cacheStatus.flatMap { Self.parameter("ttl", in: $0) }) <= 0)
         let posted = try await fetch("/things/c", method: "POST")
         #expect(posted.cacheStatus == "SharedCache; fwd=method; fwd-status=201")
         let offline = try await fetch("/plain/c.txt", options: FetchOptions(onlyFromCache: true))
