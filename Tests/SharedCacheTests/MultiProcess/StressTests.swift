@@ -13,7 +13,9 @@ struct StressTests {
         #expect(summary.contains("violations=0"), "\(result.output)")
         let counts = Worker.counters(String(summary))
         #expect((counts["crash-rounds"] ?? 0) >= 40, "\(summary)")
-        #expect((counts["gets"] ?? 0) > 1000 && (counts["puts"] ?? 0) > 1000, "\(summary)")
-        #expect((counts["fetches"] ?? 0) > 100 && (counts["removals-heard"] ?? 0) > 1000, "\(summary)")
+        // That every kind of operation ran many times, not how fast: 20 s under the thread
+        // sanitizer, sharing 2 cores with the rest of the suite, made 755 gets (alone: thousands).
+        #expect((counts["gets"] ?? 0) > 100 && (counts["puts"] ?? 0) > 100, "\(summary)")
+        #expect((counts["fetches"] ?? 0) > 20 && (counts["removals-heard"] ?? 0) > 100, "\(summary)")
     }
 }
