@@ -23,7 +23,7 @@ struct TemporaryFileTests {
         let store = BlobFileStore(directory: cache.engine.directory)
         let start = ContinuousClock.now
         #expect(throws: SystemError.self) { try store.publish("tmp/gone", hash: KeyHash(key: "k")) }
-        #expect(ContinuousClock.now - start < .seconds(1))
+        #expect(ContinuousClock.now - start < .seconds(60))  // it used to spin for ever
         // The cache is unharmed.
         try cache.put(key: "k", data: Data("v".utf8))
         #expect(try cache.get(key: "k")?.data == Data("v".utf8))

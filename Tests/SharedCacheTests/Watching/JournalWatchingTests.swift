@@ -8,15 +8,16 @@ import Testing
 /// the path it is about breaks.
 @Suite("Journal watching: file events, and polling as the fallback")
 struct JournalWatchingTests {
-    /// Re-checking once a minute, the subscriber can meet a 2 s bound only through the kernel's
-    /// file events (inotify on Linux, kqueue on Darwin).
+    /// Re-checking every ten minutes, the subscriber can hear the removal within a minute only
+    /// through the kernel's file events (inotify on Linux, kqueue on Darwin). How fast it hears
+    /// is the benchmark's to measure (microseconds); the bound only tells the paths apart.
     @Test func fileEventsDeliverAnotherProcesssRemovalWithoutTheRecheck() throws {
-        try expectRemovalsHeard(watching: .fileEvents(recheckEvery: .seconds(60)), within: .seconds(2))
+        try expectRemovalsHeard(watching: .fileEvents(recheckEvery: .seconds(600)), within: .seconds(60))
     }
 
-    /// Polling every 100 ms (what network filesystems get) hears it within a second.
+    /// Polling every 100 ms (what network filesystems get) hears it too.
     @Test func pollingDeliversAnotherProcesssRemoval() throws {
-        try expectRemovalsHeard(watching: .polling(every: .milliseconds(100)), within: .seconds(1))
+        try expectRemovalsHeard(watching: .polling(every: .milliseconds(100)), within: .seconds(60))
     }
 
     /// Three removals, each by a worker process that puts and removes a key and exits; each must
