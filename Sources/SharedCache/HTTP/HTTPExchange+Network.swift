@@ -99,10 +99,10 @@ extension HTTPExchange {
             return try await send(primaryKey: primaryKey, validating: nil, fallback: nil, status: status, locked: locked)
         }
 
-        if response.status == 304, let callersCandidate, answersTheURLAskedFor(response) {
+        guard answersTheURLAskedFor(response) else { return countedDownload(response, status, stored: nil) }
+        if response.status == 304, let callersCandidate {
             status.stored = await updateFromCallersNotModified(callersCandidate, response, requestTime, responseTime)
         }
-        guard answersTheURLAskedFor(response) else { return countedDownload(response, status, stored: nil) }
         let store: @Sendable () throws -> CacheEngine.StoredOutcome? = {
             try cache.storeHTTPResponse(
                 primaryKey: primaryKey, request: request, response: response, requestTime: requestTime,
