@@ -144,7 +144,7 @@ struct LargeBodyTests {
         let url = origin.url("/fresh/stale.bin")
         let stale = TransportResponse(
             status: 200, headers: ["Cache-Control": "max-age=0", "ETag": "\"old\""], body: Data("old".utf8), url: url)
-        _ = try await cache.fetch(URLRequest(url: url), transport: FixedTransport(response: stale))
+        _ = try await cache.fetch(URLRequest(url: url), transport: ScriptedTransport([stale]))
         let options = FetchOptions(staleIfError: true)
         let unobserved = try await cache.fetch(
             URLRequest(url: url), options: options, transport: CutShortTransport(failing: true))
@@ -307,13 +307,6 @@ struct CutShortTransport: HTTPTransport {
         if failing { throw URLError(.networkConnectionLost) }
         return head
     }
-}
-
-/// Answers every request with one response.
-struct FixedTransport: HTTPTransport {
-    let response: TransportResponse
-
-    func send(_ request: URLRequest) async throws -> TransportResponse { response }
 }
 
 /// Hands on 2 MiB of a response's body (past what is held in memory), then a second head.

@@ -50,7 +50,7 @@ extension ConformanceTests {
     func aResponseWithoutADateIsStoredWithOne() async throws {
         let response = TransportResponse(
             status: 200, headers: ["Cache-Control": "max-age=3600"], body: Data("undated".utf8))
-        let transport = FixedTransport(response: response)
+        let transport = ScriptedTransport([response])
         let before = Clock.nowMilliseconds() / 1000 * 1000
         _ = try await fetch("/undated", transport: transport)
         let after = Clock.nowMilliseconds()
@@ -161,23 +161,5 @@ extension HTTPRulesTests {
         #expect(CacheControl("max-age = 3600, no-store").noStore)
         #expect(CacheControl(" max-age=3600 ,\tno-cache=\"a, b\" ").maxAge == 3600)
         #expect(CacheControl("max-age=3600, no-cache=\"a, b\"").noCacheFields == ["a", "b"])
-    }
-}
-
-/// Answers each request with the next of `responses`, and the last one once they run out.
-final class ScriptedTransport: HTTPTransport {
-    private let responses: [TransportResponse]
-    private let sent = Locked(0)
-
-    init(_ responses: [TransportResponse]) {
-        self.responses = responses
-    }
-
-    func send(_ request: URLRequest) async throws -> TransportResponse {
-        let index = sent.withLock { sent in
-            defer { sent += 1 }
-            return min(sent, responses.count - 1)
-        }
-        return responses[index]
     }
 }
