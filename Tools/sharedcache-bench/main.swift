@@ -37,6 +37,7 @@ if CommandLine.arguments.count >= 3, CommandLine.arguments[1] == "--role" {
     case "mixed-spin": try runMixedSpinWorker(arguments)
     case "scale": try runScale(arguments)
     case "instructions": try runInstructions(arguments)
+    case "loop": try runProfileLoop(arguments)
     #if os(Linux)
     case "inotify-reader": runInotifyReader(file: arguments[0])
     #endif

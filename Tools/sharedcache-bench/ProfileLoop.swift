@@ -1,0 +1,33 @@
+import Foundation
+import SharedCache
+
+/// `--role loop DIR get|put KEYS COUNT`: the benchmark's 1 KB operations in a loop of their own,
+/// for a profiler (`perf record`, `strace -c`): KEYS entries (stored first, for gets), then COUNT
+/// operations in random order (gets) or on new keys (puts). Prints the mean per operation.
+func runProfileLoop(_ arguments: [String]) throws -> Never {
+    let (directory, operation, keys, count) = (arguments[0], arguments[1], Int(arguments[2])!, Int(arguments[3])!)
+    let cache = try SharedCache(directory: directory, configuration: Configuration(sizeLimit: 0, memoryCostLimit: 0))
+    let body = Data(repeating: 0x5A, count: 1024)
+    let names = (0..<keys).map(keyName)
+    if operation == "get" {
+        for (index, name) in names.enumerated() where try cache.get(key: name) == nil {
+            try cache.put(key: name, data: body, metadata: EntryMetadata(etag: "\"v\(index)\""))
+        }
+    }
+    let run = UInt64.random(in: 0...UInt64.max)
+    let work =
+        operation == "get"
+        ? (0..<count).map { _ in names[Int.random(in: 0..<keys)] }
+        : (0..<count).map { String(format: "https://example.com/loop/%016llx/%08d", run, $0) }
+    let start = DispatchTime.now().uptimeNanoseconds
+    for (index, name) in work.enumerated() {
+        if operation == "get" {
+            guard try cache.get(key: name) != nil else { fatalError("entry missing") }
+        } else {
+            try cache.put(key: name, data: body, metadata: EntryMetadata(etag: "\"v\(index)\""))
+        }
+    }
+    let elapsed = DispatchTime.now().uptimeNanoseconds - start
+    print(String(format: "%@: %.0f ns per operation over %d", operation, Double(elapsed) / Double(count), count))
+    exit(0)
+}
