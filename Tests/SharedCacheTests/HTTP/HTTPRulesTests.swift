@@ -20,6 +20,21 @@ struct HTTPRulesTests {
         #expect(HTTPDate.parse("Sun, 06 Nov 1994 25:49:37 GMT") == nil)
     }
 
+    /// RFC 9110 §5.1: field names are case-insensitive, which for tokens means the case of ASCII
+    /// letters only: `@` and `` ` `` (or `[` and `{`) differ by the same bit as `A` and `a`.
+    @Test func fieldNamesMatchInAnyCaseOfTheirLettersOnly() {
+        let headers: HTTPHeaders = ["Content-Type": "text/plain", "X-Tag@": "one", "x-tag[": "two", "X-TAG@": "three"]
+        #expect(headers["CONTENT-type"] == "text/plain")
+        #expect(headers["x-tag@"] == "one, three")
+        #expect(headers["X-Tag`"] == nil)
+        #expect(headers["X-Tag{"] == nil)
+        #expect(headers["Content-Typ"] == nil)
+        var replaced = headers
+        replaced.set("x-tag@", "four")
+        #expect(replaced["X-Tag@"] == "four")
+        #expect(replaced["x-tag["] == "two")
+    }
+
     /// RFC 9110 §5.6.7: year = 4DIGIT. A year before 1000 is written with its leading zero, so
     /// that what is formatted parses back (the fuzzer found "0994" formatted as "994").
     @Test func aYearBeforeOneThousandKeepsFourDigits() throws {
