@@ -52,6 +52,13 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionary
         fields.insert(Field(name: spelling, value: value), at: Swift.min(position ?? fields.count, fields.count))
     }
 
+    /// The fields whose name `keeps` accepts, in order.
+    func filtered(keeping keeps: (String) -> Bool) -> HTTPHeaders {
+        var kept = HTTPHeaders()
+        kept.fields = fields.filter { keeps($0.name) }
+        return kept
+    }
+
     /// Whether the fields are the same but for those named in `ignoring` (lowercase).
     func equals(_ other: HTTPHeaders, ignoring: Set<String>) -> Bool {
         func kept(_ headers: HTTPHeaders) -> [Field] {

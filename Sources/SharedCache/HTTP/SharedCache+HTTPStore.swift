@@ -268,9 +268,18 @@ extension CacheEngine {
     /// are not kept at all; the rest of the response is). `private="…"` limits only shared
     /// caches (§5.2.2.7) and drops nothing.
     static func storableFields(_ headers: HTTPHeaders) -> HTTPHeaders {
-        let nominated = (headers["Connection"] ?? "").split(separator: ",").map { $0.trimmingSpaces().lowercased() }
-        let dropped = neverStored.union(nominated).union(CacheControl(headers["Cache-Control"]).noCacheFields)
-        return HTTPHeaders(headers.filter { !dropped.contains($0.name.lowercased()) }.map { ($0.name, $0.value) })
+        let nominated = (headers["Connection"] ?? "").split(separator: ",").map { $0.trimmingSpaces() }
+        return withoutUnreusable(
+            headers.filtered { name in
+                !neverStored.contains(name.lowercased()) && !nominated.contains { $0.caseInsensitiveEquals(name) }
+            })
+    }
+
+    /// `headers` without the fields its `Cache-Control` names in a qualified `no-cache="…"`.
+    private static func withoutUnreusable(_ headers: HTTPHeaders) -> HTTPHeaders {
+        let unreusable = CacheControl(headers["Cache-Control"]).noCacheFields
+        guard !unreusable.isEmpty else { return headers }
+        return headers.filtered { name in !unreusable.contains { $0.caseInsensitiveEquals(name) } }
     }
 
     /// A response's fields with a `Date` of when it arrived if it came without one (RFC 9110
@@ -508,11 +517,14 @@ extension CacheEngine {
     /// keeps (``storableFields(_:)``).
     static func updatedFields(_ stored: HTTPHeaders, by update: HTTPHeaders) -> HTTPHeaders {
         var merged = stored
-        var seen: Set<String> = ["content-length", "content-range"]
-        for (name, _) in storableFields(update) where seen.insert(name.lowercased()).inserted {
+        var seen = ["content-length", "content-range"]
+        for (name, _) in storableFields(update) where !seen.contains(where: { $0.caseInsensitiveEquals(name) }) {
+            seen.append(name)
             merged.set(name, update[name])
         }
-        return storableFields(merged)
+        // The stored fields were storable, and so are the new ones; but a new `Cache-Control`
+        // may name stored fields in its `no-cache="…"`, or the stored one new fields.
+        return withoutUnreusable(merged)
     }
 
     /// Journals a `freshened` record for the candidate, which moves its age and expiry for

@@ -199,6 +199,22 @@ struct HTTPRulesTests {
         #expect(CacheEngine.storableFields(headers).map(\.name) == ["Cache-Control", "X-Kept"])
     }
 
+    @Test("RFC 9111 §3.2, §5.2.2.4: a 304's fields replace the stored ones, but never with an unreusable field")
+    func updatedFieldsKeepOnlyWhatMayBeReused() {
+        let stored: HTTPHeaders = [
+            "Cache-Control": "max-age=60, no-cache=\"X-Secret\"", "ETag": "\"a\"", "Content-Length": "10", "X-Old": "1",
+        ]
+        let update: HTTPHeaders = [
+            "etag": "\"b\"", "Content-Length": "0", "X-Secret": "s", "Connection": "X-Hop", "X-Hop": "h", "X-New": "n",
+        ]
+        let merged = CacheEngine.updatedFields(stored, by: update)
+        #expect(merged.map(\.name) == ["Cache-Control", "ETag", "Content-Length", "X-Old", "X-New"])
+        #expect(merged["ETag"] == "\"b\"" && merged["Content-Length"] == "10")
+        // A new Cache-Control names a stored field: that one goes.
+        let renamed = CacheEngine.updatedFields(stored, by: ["Cache-Control": "max-age=60, no-cache=\"x-old\""])
+        #expect(renamed.map(\.name) == ["Cache-Control", "ETag", "Content-Length"])
+    }
+
     @Test("RFC 3986 §6.2.2-6.2.3: one target however its URL is written")
     func sameTargetIgnoresHowAURLIsWritten() throws {
         func same(_ one: String, _ other: String) throws -> Bool {
