@@ -59,13 +59,16 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionary
         return kept
     }
 
-    /// Whether the fields are the same but for those named in `ignoring` (lowercase).
-    func equals(_ other: HTTPHeaders, ignoring: Set<String>) -> Bool {
-        func kept(_ headers: HTTPHeaders) -> [Field] {
-            headers.fields.filter { !ignoring.contains($0.name.lowercased()) }
-                .map { Field(name: $0.name.lowercased(), value: $0.value) }
+    /// Whether the fields are the same, in order and with the same values, but for those named
+    /// in `ignoring`; names in any case.
+    func equals(_ other: HTTPHeaders, ignoring: [String]) -> Bool {
+        func kept(_ field: Field) -> Bool { !ignoring.contains { $0.caseInsensitiveEquals(field.name) } }
+        var theirs = other.fields.lazy.filter(kept).makeIterator()
+        for field in fields where kept(field) {
+            guard let other = theirs.next(), other.name.caseInsensitiveEquals(field.name), other.value == field.value
+            else { return false }
         }
-        return kept(self) == kept(other)
+        return theirs.next() == nil
     }
 }
 

@@ -111,6 +111,9 @@ struct HTTPRulesTests {
         #expect(headers["Cache-Control"] == "private" && headers.count == 2)
         #expect(headers.equals(["vary": "Accept", "CACHE-CONTROL": "private"], ignoring: []) == false)  // order
         #expect(headers.equals(["cache-control": "private", "vary": "Accept", "Date": "x"], ignoring: ["date"]))
+        #expect(!headers.equals(["cache-control": "private", "vary": "accept"], ignoring: []))  // a value
+        #expect(!headers.equals(["cache-control": "private", "vary": "Accept", "ETag": "x"], ignoring: ["date"]))
+        #expect(!headers.equals(["cache-control": "private"], ignoring: ["date"]))
         #expect(CacheEngine.varyNames(" Accept-Language , accept ,") == ["accept", "accept-language"])
         #expect(HTTPExchange.weakMatch("W/\"a\"", "\"a\"") && !HTTPExchange.weakMatch("\"a\"", "\"b\""))
     }
