@@ -523,7 +523,7 @@ extension CacheEngine {
             merged.set(name, update[name])
         }
         // The stored fields were storable, and so are the new ones; but a new `Cache-Control`
-        // may name stored fields in its `no-cache="…"`, or the stored one new fields.
+        // may name stored fields in its `no-cache="…"`, and the stored one new fields.
         return withoutUnreusable(merged)
     }
 
