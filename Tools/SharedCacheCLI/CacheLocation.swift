@@ -50,7 +50,9 @@ package enum DurationText {
             digits = digits.dropLast()
         }
         guard let count = Int64(digits), count >= 0 else { return nil }
-        return .seconds(count * scale)
+        // `99999999999999999d` does not fit: not a duration, rather than a trap.
+        let (seconds, overflow) = count.multipliedReportingOverflow(by: scale)
+        return overflow ? nil : .seconds(seconds)
     }
 
     /// `1d 2h`, `15m`, `42s`: the largest two units.

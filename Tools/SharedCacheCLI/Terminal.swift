@@ -1,5 +1,11 @@
 package import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// How a tool talks: results on stdout, diagnostics on stderr as `tool: what happened; what to do`.
 package struct Terminal: Sendable {
     package let tool: String
@@ -9,16 +15,21 @@ package struct Terminal: Sendable {
     }
 
     package func print(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        write(Data((text + "\n").utf8))
     }
 
+    /// Writes to standard output; a failure (a full disk, `/dev/full`) is reported and exits 74,
+    /// where `FileHandle.write` would trap.
     package func write(_ data: Data) {
-        FileHandle.standardOutput.write(data)
+        if let error = writeFully(STDOUT_FILENO, data) {
+            fail("writing standard output failed: \(String(cString: strerror(error)))", .ioError)
+        }
     }
 
-    /// A diagnostic on stderr, prefixed with the tool's name.
+    /// A diagnostic on stderr, prefixed with the tool's name. A stderr that cannot be written
+    /// loses the diagnostic, not the process.
     package func warn(_ message: String) {
-        FileHandle.standardError.write(Data("\(tool): \(message)\n".utf8))
+        _ = writeFully(STDERR_FILENO, Data("\(tool): \(message)\n".utf8))
     }
 
     /// Reports `message` and exits with `status`.
@@ -42,5 +53,43 @@ package struct Terminal: Sendable {
         encoder.dateEncodingStrategy = .iso8601
         guard let data = try? encoder.encode(value) else { fail("could not encode JSON output", .software) }
         write(data + Data("\n".utf8))
+    }
+}
+
+/// Writes all of `data` to `descriptor`; the `errno` of a failure.
+private func writeFully(_ descriptor: Int32, _ data: Data) -> Int32? {
+    data.withUnsafeBytes { buffer -> Int32? in
+        guard var next = buffer.baseAddress else { return nil }
+        var remaining = buffer.count
+        while remaining > 0 {
+            #if canImport(Glibc)
+            let written = Glibc.write(descriptor, next, remaining)
+            #else
+            let written = Darwin.write(descriptor, next, remaining)
+            #endif
+            if written < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            next += written
+            remaining -= written
+        }
+        return nil
+    }
+}
+
+/// Opens `/dev/null` on each of standard input, output and error that the process was started
+/// without (`sharedcache get KEY >&-`). Otherwise the first files the cache opens would get
+/// those numbers, and a body, a listing or a diagnostic written to "standard output" or
+/// "standard error" would land in the cache's own lock file or journal segment. Call first
+/// thing in `main`, before anything opens a file.
+package func reserveStandardDescriptors() {
+    for descriptor: Int32 in 0...2 where fcntl(descriptor, F_GETFD) == -1 && errno == EBADF {
+        let opened = open("/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY)
+        guard opened >= 0 else { _exit(ExitStatus.unavailable.rawValue) }
+        if opened != descriptor {
+            dup2(opened, descriptor)
+            close(opened)
+        }
     }
 }

@@ -4,6 +4,7 @@ import Foundation
 import SharedCache
 import SharedCacheCLI
 
+reserveStandardDescriptors()
 resetSignalMask()
 reportPeakMemoryAtExitIfAsked()
 let terminal = Terminal(tool: "sharedcache")
@@ -78,7 +79,8 @@ if name == nil {
 }
 
 if name == "help" {
-    guard let topic = rest.first(where: { !$0.hasPrefix("-") }) else {
+    // `sharedcache --dir PATH help put`: the value of --dir is not the topic.
+    guard let topic = splitCommand(rest).0 else {
         terminal.print(overview)
         exit(0)
     }

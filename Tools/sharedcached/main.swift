@@ -4,6 +4,7 @@ import Foundation
 import SharedCache
 import SharedCacheCLI
 
+reserveStandardDescriptors()
 resetSignalMask()
 let terminal = Terminal(tool: "sharedcached")
 let help = """

@@ -97,6 +97,10 @@ package final class PackSegments: Sendable {
         guard let descriptor = try directory.openForRepeatedReading(Self.name(pack)) else {
             return nil
         }
+        // A FIFO or a folder planted under a segment's name opens too (the FIFO without
+        // blocking), and would fail every read of it with a bare `pread` error.
+        let status = try descriptor.status()
+        guard status.isRegularFile else { throw SystemError.notRegularFile(Self.name(pack), status) }
         let file = PackFile(pack: pack, file: descriptor)
         return readers.withLock { $0.insert(file) }
     }
@@ -254,12 +258,22 @@ extension PackSegments {
             let path = "\(CacheDirectory.packsDirectory)/\(name)"
             guard let status = try directory.status(of: path) else { continue }
             if Self.parseName(name) != nil, status.isRegularFile { continue }
-            let removable = !status.isDirectory
-            if repair && removable { try directory.removeFile(path) }
+            var removed = false
+            if repair {
+                if status.isDirectory {
+                    // An empty folder (one planted under a segment's name) goes; one with
+                    // contents is someone's, and stays reported.
+                    removed = (try? directory.removeFolder(path)) != nil
+                } else {
+                    try directory.removeFile(path)
+                    removed = true
+                }
+            }
             problems.append(
                 BodyProblem(
-                    kind: .foreign, orphan: nil, path: path, detail: "not a pack segment",
-                    removed: repair && removable))
+                    kind: .foreign, orphan: nil, path: path,
+                    detail: status.isDirectory && !removed ? "not a pack segment; remove the folder" : "not a pack segment",
+                    removed: removed))
         }
         return problems
     }

@@ -127,6 +127,8 @@ package struct PackedBodyStore: BodyStore {
             return .opened(file)
         } catch let error as SystemError where error.errno == ELOOP {
             return .damaged("a symbolic link stands where the pack segment belongs")
+        } catch let error as SystemError where error.found != nil {
+            return .damaged("\(error.found!) stands where the pack segment belongs")
         }
     }
 

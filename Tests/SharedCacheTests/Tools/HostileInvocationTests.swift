@@ -1,0 +1,111 @@
+import Foundation
+import SharedCacheCLI
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Ways of starting the tools that once crashed them or made them write into the cache: closed
+/// standard descriptors, an output that cannot be written, durations too large to represent,
+/// and something other than a file planted under a pack segment's name.
+@Suite("sharedcache, hostile invocations")
+struct HostileInvocationTests {
+    let directory: TemporaryDirectory
+    var cache: String { directory("cache") }
+
+    init() throws {
+        directory = try TemporaryDirectory()
+    }
+
+    func run(_ arguments: String..., input: String? = nil) throws -> Worker.Result {
+        try Tool.admin.run(arguments, input: input.map { Data($0.utf8) }, environment: ["SHAREDCACHE_DIR": cache])
+    }
+
+    /// Runs `script` in sh(1), `$0` being the sharedcache executable.
+    func shell(_ script: String) throws -> Worker.Result {
+        let shell = try ChildProcess(
+            URL(fileURLWithPath: "/bin/sh"), arguments: ["-c", script, Tool.admin.executable.path],
+            environment: ["SHAREDCACHE_DIR": cache], input: .none, errors: .captured)
+        return Worker.Result(finishing: shell)
+    }
+
+    func contents(_ name: String) throws -> Data { try Data(contentsOf: URL(fileURLWithPath: "\(cache)/\(name)")) }
+
+    /// With standard input, output and error closed, the first files the cache opened took
+    /// descriptors 0, 1 and 2: `get` of a miss wrote its diagnostic into the journal segment,
+    /// `stat` its report into the lock file, and `ls` trapped.
+    @Test func closedStandardDescriptorsAreNotTheCachesFiles() throws {
+        #expect(try run("put", "k", input: "v").status == 0)
+        #expect(try run("compact").status == 0)
+        let segments = try FileManager.default.contentsOfDirectory(atPath: "\(cache)/journal").sorted()
+        let segment = "journal/\(try #require(segments.last))"
+        let (journalBefore, lockBefore) = (try contents(segment), try contents("lock"))
+        for command in ["get nope", "get k", "ls", "stat", "verify"] {
+            for closing in ["<&- >&- 2>&-", ">&- 2>&-", "2>&-", ">&-"] {
+                let result = try shell(#"exec "$0" \#(command) \#(closing)"#)
+                #expect([0, 1].contains(result.status), "\(command) \(closing): \(result.status)")
+                #expect(try contents(segment) == journalBefore, "\(command) \(closing)")
+                #expect(try contents("lock") == lockBefore, "\(command) \(closing)")
+            }
+        }
+        #expect(try run("get", "k").output == "v")
+        #expect(try run("verify").status == 0)
+    }
+
+    /// `FileHandle.write` traps on a failed write; a full output is an I/O error (74).
+    @Test func anOutputThatCannotBeWrittenIsAnIOError() throws {
+        #expect(try run("put", "k", input: "v").status == 0)
+        for command in ["ls", "stat", "verify", "get k", "config"] {
+            let result = try shell(#"exec "$0" \#(command) >/dev/full"#)
+            #expect(result.status == 74, "\(command): \(result.status) \(result.errors)")
+            #expect(result.errors.hasPrefix("sharedcache: "), "\(command): \(result.errors)")
+        }
+    }
+
+    /// `99999999999999999d` overflowed seconds and trapped; it is no duration.
+    @Test func aDurationTooLargeIsAUsageError() throws {
+        let huge = "999999999999999999d"
+        #expect(try run("put", "k", "--expires", huge, input: "v").status == 64)
+        #expect(try run("config", "default-expiry", huge).status == 64)
+        let daemon = try Tool.daemon.run(["--once", "--interval", huge], environment: ["SHAREDCACHE_DIR": cache])
+        #expect(daemon.status == 64)
+        #expect(try run("put", "k", "--expires", "7d", input: "v").status == 0)
+    }
+
+    /// `help COMMAND` after `--dir PATH` took PATH for the command.
+    @Test func helpAfterTheDirectoryOption() throws {
+        let result = try Tool.admin.run(["--dir", cache, "help", "put"])
+        #expect(result.status == 0)
+        #expect(result.output.hasPrefix("usage: sharedcache [--dir PATH] put"))
+    }
+
+    /// A FIFO or a folder under a pack segment's name failed every read of its entries with
+    /// "an I/O error" (74), or with "a directory stands at <the cache directory> ...; remove
+    /// it", and `verify --repair` failed the same way. It is damage, as a symbolic link there is.
+    @Test(arguments: ["fifo", "folder"])
+    func somethingElseWhereAPackSegmentBelongs(damage: String) throws {
+        #expect(try run("put", "small", input: "packed").status == 0)
+        #expect(try run("put", "big", input: String(repeating: "b", count: 200_000)).status == 0)
+        let packs = try FileManager.default.contentsOfDirectory(atPath: "\(cache)/packs")
+        let pack = "\(cache)/packs/\(try #require(packs.first))"
+        try FileManager.default.removeItem(atPath: pack)
+        if damage == "fifo" {
+            #expect(mkfifo(pack, 0o600) == 0)
+        } else {
+            try FileManager.default.createDirectory(atPath: pack, withIntermediateDirectories: false)
+        }
+        let get = try run("get", "small")
+        #expect(get.status == 1, "\(get.errors)")
+        #expect(!get.errors.contains("stands at \(cache),"), "\(get.errors)")
+        #expect(try run("ls").status == 0)
+        #expect(try run("verify").status == 65)
+        #expect(try run("verify", "--repair").status == 0)
+        #expect(try run("verify").status == 0)
+        #expect(try run("get", "big").output.count == 200_000)
+        #expect(try run("put", "small", input: "again").status == 0)
+        #expect(try run("get", "small").output == "again")
+    }
+}
