@@ -108,4 +108,21 @@ struct HostileInvocationTests {
         #expect(try run("put", "small", input: "again").status == 0)
         #expect(try run("get", "small").output == "again")
     }
+
+    /// On a full disk the error says "free space or lower the cache's size-limit", and
+    /// `config size-limit` failed on that same full disk. The reserve pays for the file.
+    @Test func aFullDiskStillTakesALowerSizeLimit() throws {
+        #expect(try run("put", "k", input: "v").status == 0)
+        // The config file's write is the command's first write(2): it fails with ENOSPC.
+        let full = ["SHAREDCACHE_DIR": cache, "SHAREDCACHE_FAILPOINT": "write:1:ENOSPC"]
+        let lowered = try Tool.admin.run(["config", "size-limit", "1M"], environment: full)
+        #expect(lowered.status == 0, "\(lowered.errors)")
+        #expect(try run("config", "size-limit").output == "1000000\n")
+        #expect(!FileManager.default.fileExists(atPath: "\(cache)/reserve"))
+        // With no reserve left to give, the full disk is reported as before.
+        let again = try Tool.admin.run(["config", "size-limit", "2M"], environment: full)
+        #expect(again.status == 74)
+        #expect(try run("config", "size-limit").output == "1000000\n")
+        #expect(try run("get", "k").output == "v")
+    }
 }
