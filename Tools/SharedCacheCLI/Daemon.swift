@@ -50,8 +50,16 @@ package final class Daemon: @unchecked Sendable {
         var firstPass = true
         while true {
             if flags.take(\.reload) {
-                try cache.reloadConfiguration()
-                log("re-read \(directory)/config: \(limits(cache.configuration))", always: true)
+                // A config with a typo must not stop the compactor (the directory would then
+                // grow without bound): it keeps the limits it had, and says why.
+                do {
+                    try cache.reloadConfiguration()
+                    log("re-read \(directory)/config: \(limits(cache.configuration))", always: true)
+                } catch {
+                    terminal.warn(
+                        "\(error.description); keeping the limits read before (\(limits(cache.configuration))) "
+                            + "until config is fixed and sharedcached is sent SIGHUP again")
+                }
             }
             if flags.get(\.stop) { break }
             let dueToInterval = ContinuousClock.now - lastPass >= interval

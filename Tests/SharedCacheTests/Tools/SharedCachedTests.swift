@@ -122,6 +122,30 @@ struct SharedCachedTests {
         #expect(await daemon.wait() == .exited(0))
     }
 
+    /// A config with a typo, re-read on SIGHUP, stopped the daemon with exit 65 (and under a
+    /// service manager, every restart the same way): it keeps its limits, says why, and takes
+    /// the fixed file on the next SIGHUP.
+    @Test func sighupWithABrokenConfigKeepsTheLimitsItHad() async throws {
+        let directory = try TemporaryDirectory()
+        let cache = try Self.filledCache(directory("cache"), count: 20, size: 1000, limit: 100_000)
+        let daemon = try Tool.daemon.start(["--dir", directory("cache")])
+        let reader = try #require(daemon.errors)
+        #expect(await reader.nextLine()?.contains("compacting") == true)
+        #expect(await reader.nextLine()?.contains("pass: 0 expired, 0 evicted") == true)
+        let path = URL(fileURLWithPath: directory("cache/config"))
+        try Data("size-limit = 10X\n".utf8).write(to: path)
+        daemon.signal(SIGHUP)
+        let complaint = await reader.nextLine() ?? ""
+        #expect(complaint.contains("invalid line 1") && complaint.contains("keeping the limits"), "\(complaint)")
+        try Data("size-limit = 10000\nentry-limit = 0\ndefault-expiry = 604800\n".utf8).write(to: path)
+        daemon.signal(SIGHUP)
+        #expect(await reader.nextLine()?.contains("re-read \(directory("cache"))/config: limit 10 KB") == true)
+        #expect((await reader.nextLine() ?? "").contains("pass: 0 expired, 11 evicted for space"))
+        #expect(try cache.statistics().totalBytes == 9000)
+        daemon.signal(SIGTERM)
+        #expect(await daemon.wait() == .exited(0))
+    }
+
     /// The daemon runs while 4 client processes write its whole limit every second for 15 s: the
     /// total stays within twice the limit, every eviction is journaled (the directory verifies:
     /// no entry lost its blob) and reaches a subscriber in another process.
