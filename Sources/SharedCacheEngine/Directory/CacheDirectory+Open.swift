@@ -207,13 +207,15 @@ extension CacheDirectory {
                 "\(path) holds a version \(major) cache, newer than this SharedCache (version "
                     + "\(FormatVersion.current.major)); upgrade SharedCache or use another directory",
                 path: "\(path)/format")
-        } catch .badMagic {
+        } catch .badMagic where (try? status(of: CacheDirectory.journalDirectory))??.isDirectory != true {
             throw SharedCacheError(
                 .notACacheDirectory,
                 "\(path)/format is not a SharedCache format file; this directory belongs to something else, "
                     + "so choose another one",
                 path: "\(path)/format")
         } catch {
+            // Also an emptied or overwritten format file beside a cache's journal: the cache is
+            // this program's, and abandoning the directory would lose every entry.
             let line = String(decoding: FormatVersion.current.encoded().dropLast(), as: UTF8.self)
             throw SharedCacheError(
                 .corruptData,

@@ -125,4 +125,17 @@ struct HostileInvocationTests {
         #expect(try run("config", "size-limit").output == "1000000\n")
         #expect(try run("get", "k").output == "v")
     }
+
+    /// An emptied or overwritten format file beside the cache's own journal said "this
+    /// directory belongs to something else, so choose another one", abandoning every entry.
+    @Test(arguments: ["", "garbage\n"])
+    func aDamagedFormatFileInACacheSaysToRewriteIt(content: String) throws {
+        #expect(try run("put", "k", input: "v").status == 0)
+        try Data(content.utf8).write(to: URL(fileURLWithPath: "\(cache)/format"))
+        let result = try run("get", "k")
+        #expect(result.status == 65, "\(result.errors)")
+        #expect(result.errors.contains("write that line into it"), "\(result.errors)")
+        try Data("sharedcache 2.0\n".utf8).write(to: URL(fileURLWithPath: "\(cache)/format"))
+        #expect(try run("get", "k").output == "v")
+    }
 }
