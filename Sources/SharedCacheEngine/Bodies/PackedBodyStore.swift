@@ -127,8 +127,9 @@ package struct PackedBodyStore: BodyStore {
             return .opened(file)
         } catch let error as SystemError where error.errno == ELOOP {
             return .damaged("a symbolic link stands where the pack segment belongs")
-        } catch let error as SystemError where error.found != nil {
-            return .damaged("\(error.found!) stands where the pack segment belongs")
+        } catch let error as SystemError {
+            guard let found = error.found else { throw error }
+            return .damaged("\(found) stands where the pack segment belongs")
         }
     }
 
