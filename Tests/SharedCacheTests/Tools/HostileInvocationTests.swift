@@ -99,7 +99,6 @@ struct HostileInvocationTests {
         }
         let get = try run("get", "small")
         #expect(get.status == 1, "\(get.errors)")
-        #expect(!get.errors.contains("stands at \(cache),"), "\(get.errors)")
         #expect(try run("ls").status == 0)
         #expect(try run("verify").status == 65)
         #expect(try run("verify", "--repair").status == 0)
@@ -134,7 +133,6 @@ struct HostileInvocationTests {
         try Data(content.utf8).write(to: URL(fileURLWithPath: "\(cache)/format"))
         let result = try run("get", "k")
         #expect(result.status == 65, "\(result.errors)")
-        #expect(result.errors.contains("write that line into it"), "\(result.errors)")
         try Data("sharedcache 2.0\n".utf8).write(to: URL(fileURLWithPath: "\(cache)/format"))
         #expect(try run("get", "k").output == "v")
     }
