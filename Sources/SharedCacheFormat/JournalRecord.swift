@@ -228,13 +228,14 @@ package struct SegmentHeader: Equatable, Sendable {
         var reader = ByteReader(bytes)
         try reader.expectMagic(magic)
         let major: UInt16 = try reader.read()
-        guard major <= FormatVersion.current.major else { throw .unsupportedVersion(major: major) }
-        guard major >= 1 else { throw .invalidField("version \(major)") }
         _ = try reader.read(UInt16.self)
         let generation: UInt64 = try reader.read()
         let firstSequence: UInt64 = try reader.read()
         _ = try reader.read(UInt32.self)
+        // The checksum first: a flipped bit in the version is damage, not a newer SharedCache.
         try reader.verifyChecksum()
+        guard major <= FormatVersion.current.major else { throw .unsupportedVersion(major: major) }
+        guard major >= 1 else { throw .invalidField("version \(major)") }
         return SegmentHeader(generation: generation, firstSequence: firstSequence, major: major)
     }
 }

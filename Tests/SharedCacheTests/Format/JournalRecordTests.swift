@@ -159,10 +159,15 @@ struct JournalRecordTests {
         flipped[10] ^= 1
         #expect(throws: FormatError.checksumMismatch) { try flipped.withUnsafeBytes { try SegmentHeader.decode($0) } }
 
-        var newer = bytes
-        newer[4] = 3  // major version 3
+        let newer = SegmentHeader(generation: 9, firstSequence: 1001, major: 3).encoded()
         #expect(throws: FormatError.unsupportedVersion(major: 3)) {
             try newer.withUnsafeBytes { try SegmentHeader.decode($0) }
+        }
+        // A flipped bit in the version is damage, not a newer SharedCache.
+        var damagedVersion = bytes
+        damagedVersion[5] ^= 0x58
+        #expect(throws: FormatError.checksumMismatch) {
+            try damagedVersion.withUnsafeBytes { try SegmentHeader.decode($0) }
         }
         #expect(throws: FormatError.truncated) {
             try Array(bytes[..<20]).withUnsafeBytes { try SegmentHeader.decode($0) }
