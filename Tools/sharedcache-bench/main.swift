@@ -2,6 +2,7 @@
 //
 //   swift run -c release sharedcache-bench [--quick] [--compaction-only | --http-only | --mixed-only | --operations-only]
 //       [--floors FLOORS] [--peer PYTHON] [--dir DIR] [--json FILE]
+//   swift run -c release sharedcache-bench --role loop DIR get|put KEYS COUNT   (for a profiler)
 //
 // The per-operation rows set each get and put next to the cost of the operation itself, whatever
 // the design: the floors of Tools/bench/floors.c (FLOORS, built by Tools/bench/run), in C, in a
