@@ -1,4 +1,5 @@
 package import Foundation
+import SharedCachePlatform
 
 #if canImport(Glibc)
 import Glibc
@@ -18,12 +19,20 @@ package struct Terminal: Sendable {
         write(Data((text + "\n").utf8))
     }
 
-    /// Writes to standard output; a failure (a full disk, `/dev/full`) is reported and exits 74,
-    /// where `FileHandle.write` would trap.
+    /// Writes to standard output. A failure (a full disk, `/dev/full`), where `FileHandle.write`
+    /// would trap, is reported once; later writes are skipped, and ``exit(_:)`` exits 74. (Not
+    /// an exit here: the tool finishes what it does with the cache, and leaves no allocations
+    /// behind on the stack for a leak checker to report.)
     package func write(_ data: Data) {
-        if let error = writeFully(STDOUT_FILENO, data) {
-            fail("writing standard output failed: \(String(cString: strerror(error)))", .ioError)
-        }
+        guard !outputFailed.withLock({ $0 }) else { return }
+        guard let error = writeFully(STDOUT_FILENO, data) else { return }
+        outputFailed.withLock { $0 = true }
+        warn("writing standard output failed: \(String(cString: strerror(error)))")
+    }
+
+    /// Exits with `status`, or with 74 if standard output could not be written.
+    package func exit(_ status: ExitStatus) -> Never {
+        Foundation.exit(outputFailed.withLock { $0 } ? ExitStatus.ioError.rawValue : status.rawValue)
     }
 
     /// A diagnostic on stderr, prefixed with the tool's name. A stderr that cannot be written
@@ -35,7 +44,7 @@ package struct Terminal: Sendable {
     /// Reports `message` and exits with `status`.
     package func fail(_ message: String, _ status: ExitStatus) -> Never {
         warn(message)
-        exit(status.rawValue)
+        Foundation.exit(status.rawValue)
     }
 
     /// Reports a usage error with a pointer to the help, and exits 64.
@@ -55,6 +64,9 @@ package struct Terminal: Sendable {
         write(data + Data("\n".utf8))
     }
 }
+
+/// Whether a write to standard output failed (see ``Terminal/write(_:)``).
+private let outputFailed = Locked(false)
 
 /// Writes all of `data` to `descriptor`; the `errno` of a failure.
 private func writeFully(_ descriptor: Int32, _ data: Data) -> Int32? {

@@ -69,11 +69,11 @@ let (name, rest) = splitCommand(arguments)
 if name == nil {
     if rest.contains("--version") {
         terminal.print("sharedcache \(SharedCacheVersion.string)")
-        exit(0)
+        terminal.exit(.success)
     }
     if rest.contains("-h") || rest.contains("--help") || rest.isEmpty {
         terminal.print(overview)
-        exit(rest.isEmpty ? ExitStatus.usage.rawValue : 0)
+        terminal.exit(rest.isEmpty ? .usage : .success)
     }
     terminal.usage(UsageError("missing command"), help: "sharedcache help")
 }
@@ -82,13 +82,13 @@ if name == "help" {
     // `sharedcache --dir PATH help put`: the value of --dir is not the topic.
     guard let topic = splitCommand(rest).0 else {
         terminal.print(overview)
-        exit(0)
+        terminal.exit(.success)
     }
     guard let command = commands.first(where: { $0.name == topic }) else {
         terminal.usage(UsageError("unknown command \(topic)"), help: "sharedcache help")
     }
     terminal.print(command.help)
-    exit(0)
+    terminal.exit(.success)
 }
 
 guard let command = commands.first(where: { $0.name == name }) else {
@@ -100,10 +100,10 @@ do {
     let directory = try CacheLocation.directory(arguments)
     if arguments.has("-h") {
         terminal.print(command.help)
-        exit(0)
+        terminal.exit(.success)
     }
     let invocation = Invocation(arguments: arguments, directory: directory, terminal: terminal)
-    exit(try command.run(invocation).rawValue)
+    terminal.exit(try command.run(invocation))
 } catch let error as UsageError {
     terminal.usage(error, help: "sharedcache help \(command.name)")
 } catch let error as SharedCacheError {

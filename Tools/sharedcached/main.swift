@@ -38,11 +38,11 @@ do {
 }
 if arguments.has("-h") {
     terminal.print(help)
-    exit(0)
+    terminal.exit(.success)
 }
 if arguments.has("--version") {
     terminal.print("sharedcached \(SharedCacheVersion.string)")
-    exit(0)
+    terminal.exit(.success)
 }
 let directory: String
 do {
@@ -62,4 +62,4 @@ if let text = arguments.value("--interval") {
 }
 
 let daemon = Daemon(directory: directory, verbose: arguments.has("-d"), interval: interval, terminal: terminal)
-exit(daemon.run(once: arguments.has("--once"), dryRun: arguments.has("--dry-run")).rawValue)
+terminal.exit(daemon.run(once: arguments.has("--once"), dryRun: arguments.has("--dry-run")))
