@@ -16,6 +16,7 @@ extension Command {
         // beside its destination and renamed into place only when whole and intact.
         let output: BodyOutput
         if let path = invocation.arguments.value("-o") {
+            guard !path.isEmpty else { throw UsageError("-o needs the name of a file to write") }
             do throws(SharedCacheError) {
                 output = try BodyOutput(path: path)
             } catch {

@@ -32,6 +32,8 @@ extension Command {
         let target = try invocation.positional(1...1, "URL")[0]
         guard let url = URL(string: target), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https"
         else { throw UsageError("\(target) is not an http:// or https:// URL") }
+        // Refused before the request, not after its answer came.
+        guard invocation.arguments.value("-o") != "" else { throw UsageError("-o needs the name of a file to write") }
         let request = try fetchRequest(url, invocation.arguments, invocation.terminal)
         let options = FetchOptions(
             forceRefresh: invocation.arguments.has("--force-refresh"),
