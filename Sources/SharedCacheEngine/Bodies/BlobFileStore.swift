@@ -127,7 +127,15 @@ package struct BlobFileStore: BodyStore {
 
     /// Unlinks a blob; one that is already gone is fine.
     package func reclaim(_ hash: KeyHash, at location: BodyLocation) throws {
-        try directory.removeFile(Self.path(hash, location))
+        let path = Self.path(hash, location)
+        do {
+            try directory.removeFile(path)
+        } catch {
+            // A folder planted where the blob belongs goes too if it is empty; one with contents
+            // is someone's, and the error says to remove it.
+            guard (try? directory.status(of: path))??.isDirectory == true, (try? directory.removeFolder(path)) != nil
+            else { throw error }
+        }
     }
 
     // MARK: Reading
@@ -309,19 +317,31 @@ extension BlobFileStore {
     {
         var problems: [BodyProblem] = []
         func note(
-            _ kind: BodyProblem.Kind, _ path: String, _ detail: String, removable: Bool,
+            _ kind: BodyProblem.Kind, _ path: String, _ detail: String, isFolder: Bool = false,
             orphan: (KeyHash, BodyLocation)? = nil
         ) throws {
-            if repair && removable { try directory.removeFile(path) }
+            var removed = false
+            if repair {
+                if isFolder {
+                    // An empty folder (planted where a file belongs) goes; one with contents is
+                    // someone's, and stays reported.
+                    removed = (try? directory.removeFolder(path)) != nil
+                } else {
+                    try directory.removeFile(path)
+                    removed = true
+                }
+            }
             problems.append(
-                BodyProblem(kind: kind, orphan: orphan, path: path, detail: detail, removed: repair && removable))
+                BodyProblem(
+                    kind: kind, orphan: orphan, path: path,
+                    detail: isFolder && !removed ? "\(detail); remove the folder" : detail, removed: removed))
         }
         let blobs = CacheDirectory.blobsDirectory
         for fanOut in try directory.contents(of: blobs).sorted() {
             let folder = "\(blobs)/\(fanOut)"
             guard let status = try directory.status(of: folder) else { continue }
             guard status.isDirectory, fanOut.utf8.count == 2, UInt8(fanOut, radix: 16) != nil else {
-                try note(.foreign, folder, "not a blob fan-out folder", removable: !status.isDirectory)
+                try note(.foreign, folder, "not a blob fan-out folder", isFolder: status.isDirectory)
                 continue
             }
             for name in try directory.contents(of: folder).sorted() {
@@ -334,11 +354,11 @@ extension BlobFileStore {
                 guard status.isRegularFile, let (hash, location) = Self.parseName(name),
                     hash.fanOut == UInt8(fanOut, radix: 16)
                 else {
-                    try note(.foreign, path, "not a blob file", removable: !status.isDirectory)
+                    try note(.foreign, path, "not a blob file", isFolder: status.isDirectory)
                     continue
                 }
                 guard !isLive(hash, location), status.modifiedMilliseconds < orphanCutoff else { continue }
-                try note(.orphan, path, "no entry refers to it", removable: true, orphan: (hash, location))
+                try note(.orphan, path, "no entry refers to it", orphan: (hash, location))
             }
         }
         return problems

@@ -75,6 +75,15 @@ struct HostileInvocationTests {
         #expect(try run("put", "k", "--expires", "7d", input: "v").status == 0)
     }
 
+    /// `-o ''` said "writing  failed: no such file or folder"; `fetch` asked the network first.
+    @Test func anEmptyOutputNameIsAUsageError() throws {
+        #expect(try run("put", "k", input: "v").status == 0)
+        #expect(try run("get", "k", "-o", "").status == 64)
+        // Nothing listens on port 1: a request sent would fail as the network's (69).
+        #expect(try run("fetch", "http://127.0.0.1:1/", "-o", "").status == 64)
+        #expect(try run("get", "k").output == "v")
+    }
+
     /// `help COMMAND` after `--dir PATH` took PATH for the command.
     @Test func helpAfterTheDirectoryOption() throws {
         let result = try Tool.admin.run(["--dir", cache, "help", "put"])
@@ -106,6 +115,25 @@ struct HostileInvocationTests {
         #expect(try run("get", "big").output.count == 200_000)
         #expect(try run("put", "small", input: "again").status == 0)
         #expect(try run("get", "small").output == "again")
+    }
+
+    /// A folder where a blob belongs made `verify --repair` fail with 69 ("remove it"): repair
+    /// removes an empty one itself.
+    @Test func aFolderWhereABlobBelongs() throws {
+        #expect(try run("put", "big", input: String(repeating: "b", count: 200_000)).status == 0)
+        #expect(try run("put", "small", input: "packed").status == 0)
+        let files = FileManager.default.subpaths(atPath: "\(cache)/blobs")?.filter { $0.contains("/") } ?? []
+        #expect(files.count == 1)
+        let blob = "\(cache)/blobs/\(try #require(files.first))"
+        try FileManager.default.removeItem(atPath: blob)
+        try FileManager.default.createDirectory(atPath: blob, withIntermediateDirectories: false)
+        #expect(try run("verify", "--repair").status == 0)
+        #expect(try run("verify").status == 0)
+        #expect(!FileManager.default.fileExists(atPath: blob))
+        #expect(try run("get", "big").status == 1)
+        #expect(try run("get", "small").output == "packed")
+        #expect(try run("put", "big", input: "again").status == 0)
+        #expect(try run("get", "big").output == "again")
     }
 
     /// On a full disk the error says "free space or lower the cache's size-limit", and
