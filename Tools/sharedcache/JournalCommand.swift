@@ -55,7 +55,21 @@ extension Command {
             Thread.sleep(forTimeInterval: pause / 1000)
         }
         #endif
-        while true { withExtendedLifetime(subscription) { _ = sleep(3600) } }
+        // Until the directory followed goes (removed or replaced): a follower of a cache that is
+        // no more would otherwise wait in silence for ever.
+        let followed = try Command.identity(invocation.directory)
+        while (try? Command.identity(invocation.directory)) == followed {
+            withExtendedLifetime(subscription) { _ = sleep(1) }
+        }
+        terminal.fail("\(invocation.directory) was removed or replaced; nothing more will be appended there", .unavailable)
+    }
+}
+
+extension Command {
+    /// The device and inode of the folder at `path`.
+    fileprivate static func identity(_ path: String) throws -> [UInt64] {
+        let attributes = try FileManager.default.attributesOfItem(atPath: path)
+        return [attributes[.systemNumber], attributes[.systemFileNumber]].map { ($0 as? NSNumber)?.uint64Value ?? 0 }
     }
 }
 

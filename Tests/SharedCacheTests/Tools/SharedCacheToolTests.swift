@@ -230,6 +230,16 @@ struct SharedCacheToolTests {
         #expect(removed.contains("\"type\":\"removed\"") && removed.contains("\"reason\":\"manual\""))
     }
 
+    /// A follower of a directory that was removed waited in silence for ever; it now says so and
+    /// exits 69.
+    @Test func journalFollowEndsWhenItsDirectoryIsRemoved() async throws {
+        #expect(try run("put", "before", input: "x").status == 0)
+        let follower = try Tool.admin.start(["journal", "--follow"], environment: ["SHAREDCACHE_DIR": cache])
+        #expect(await follower.nextLine()?.contains("before") == true)
+        try FileManager.default.removeItem(atPath: cache)
+        #expect(await follower.wait() == .exited(69))
+    }
+
     @Test func theDemoFinishesWithConsistentCounts() async throws {
         // How fast is the benchmark's business; under the sanitizers, sharing 2 cores with the
         // suite, a 3-second demo took a minute. It must finish, and agree with itself.
