@@ -105,3 +105,26 @@ package func reserveStandardDescriptors() {
         }
     }
 }
+
+extension String {
+    /// The text on one line, as line-oriented output needs it: a backslash, a control character
+    /// or DEL written as in C (`\\`, `\n`, `\t`, `\r`, `\xNN`); everything else as it is. Keys may
+    /// hold any of them (`--json` gives them exactly).
+    package var escapingControlCharacters: String {
+        guard utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\\") }) else { return self }
+        var escaped = ""
+        for scalar in unicodeScalars {
+            switch scalar {
+            case "\\": escaped += "\\\\"
+            case "\n": escaped += "\\n"
+            case "\t": escaped += "\\t"
+            case "\r": escaped += "\\r"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+                let digits = String(scalar.value, radix: 16)
+                escaped += "\\x" + (digits.count < 2 ? "0" : "") + digits
+            default: escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
+    }
+}

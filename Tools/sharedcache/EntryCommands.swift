@@ -26,7 +26,7 @@ extension Command {
             output = try .standardOutput()
         }
         guard try cache.get(key: key, to: output) != nil else {
-            invocation.terminal.warn("not in the cache: \(key)")
+            invocation.terminal.warn("not in the cache: \(key.escapingControlCharacters)")
             return .notFound
         }
         return .success
@@ -123,7 +123,7 @@ extension Command {
                 invocation.terminal.print(
                     "\(entry.hash.prefix(16))  \(formatBytes(entry.size).padding(toLength: 8, withPad: " ", startingAt: 0))  "
                         + "\(formatDate(entry.lastAccess))  \(expires.padding(toLength: 20, withPad: " ", startingAt: 0))  "
-                        + entry.key)
+                        + entry.key.escapingControlCharacters)
             }
         }
         return .success
@@ -156,7 +156,8 @@ extension Command {
                 ("last access", formatDate(entry.lastAccess)), ("blob", entry.path),
             ]
             for (name, value) in rows {
-                invocation.terminal.print("\(name.padding(toLength: 14, withPad: " ", startingAt: 0))\(value)")
+                invocation.terminal.print(
+                    "\(name.padding(toLength: 14, withPad: " ", startingAt: 0))\(value.escapingControlCharacters)")
             }
         }
         return .success

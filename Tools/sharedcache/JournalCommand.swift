@@ -25,7 +25,7 @@ extension Command {
         let terminal = invocation.terminal
         let json = invocation.json
         let print: @Sendable (JournalLine) -> Void = { line in
-            json ? terminal.printJSON(line) : terminal.print(line.text)
+            json ? terminal.printJSON(line) : terminal.print(line.text.escapingControlCharacters)
         }
         // Records retired before they could be read (a follower stopped for longer than the
         // journal's retention) are said to be missing, never skipped in silence.

@@ -84,6 +84,21 @@ struct HostileInvocationTests {
         #expect(try run("get", "k").output == "v")
     }
 
+    /// A key with a newline broke `ls` and `journal` into two lines for one entry: control
+    /// characters and backslashes are written as in C; `--json` gives the key exactly.
+    @Test func keysWithControlCharactersStayOnOneLine() throws {
+        let key = "one\ntwo\tthree\\four\u{7}"
+        #expect(try run("put", key, input: "v").status == 0)
+        let listed = try run("ls").output.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(listed.count == 2 && listed[1].isEmpty, "\(listed)")
+        #expect(listed[0].hasSuffix(#"one\ntwo\tthree\\four\x07"#), "\(listed)")
+        let journal = try run("journal").output.split(separator: "\n").filter { $0.contains("stored") }
+        #expect(journal.count == 1 && journal[0].hasSuffix(#"one\ntwo\tthree\\four\x07"#), "\(journal)")
+        let json = try JSONSerialization.jsonObject(with: Data(try run("ls", "--json").output.utf8)) as? [String: Any]
+        #expect(json?["key"] as? String == key)
+        #expect(try run("get", key).output == "v")
+    }
+
     /// `help COMMAND` after `--dir PATH` took PATH for the command.
     @Test func helpAfterTheDirectoryOption() throws {
         let result = try Tool.admin.run(["--dir", cache, "help", "put"])
