@@ -139,10 +139,11 @@ struct URLSessionAdoptionTests {
         } catch let error as URLError {
             #expect(error.code == .cancelled)
         }
-        // One request, not a retry: nginx logs it once the connection is dropped, or at the
-        // latest when the 30 s of body end (a loaded machine can be slow to drop it; seen in CI
-        // with a 10 s wait).
-        #expect(origin.requests(to: "/stall/big.bin", atLeast: 1, timeout: 45).count == 1)
+        // At most one request, never a retry. nginx logs it once the connection is dropped, when
+        // the 30 s of body end, or 10 s after the client stopped reading (the origin's
+        // send_timeout). None at all when the cancellation came before the request left: the
+        // fetch lock is taken before sending, and under the address sanitizer CI saw that.
+        #expect(origin.requests(to: "/stall/big.bin", atLeast: 1, timeout: 45).count <= 1)
         let stored = try cache.entry(forKey: key)
         #expect(stored == nil || stored?.size == UInt64(size), "a partial body was stored")
 

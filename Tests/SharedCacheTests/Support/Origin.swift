@@ -56,7 +56,7 @@ final class Origin {
             location /nostore/ { add_header Cache-Control no-store; }
             location = /vary/page { add_header Vary Accept-Language; expires 1h; try_files /vary/$language.txt =404; }
             location /slow/ { limit_rate 1m; }
-            location /stall/ { limit_rate 100k; }
+            location /stall/ { limit_rate 100k; send_timeout 10s; }
             location /updated/ {
                 add_header Cache-Control max-age=0;
                 if ($http_if_none_match) { add_header Cache-Control max-age=0; add_header X-Revalidated yes; return 304; }
