@@ -133,7 +133,8 @@ package struct BlobFileStore: BodyStore {
         } catch {
             // A folder planted where the blob belongs goes too if it is empty; one with contents
             // is someone's, and the error says to remove it.
-            guard (try? directory.status(of: path))??.isDirectory == true, (try? directory.removeFolder(path)) != nil
+            guard (try? directory.status(of: path))??.isDirectory == true,
+                try directory.removeFileOrEmptyFolder(path, isFolder: true)
             else { throw error }
         }
     }
@@ -320,21 +321,8 @@ extension BlobFileStore {
             _ kind: BodyProblem.Kind, _ path: String, _ detail: String, isFolder: Bool = false,
             orphan: (KeyHash, BodyLocation)? = nil
         ) throws {
-            var removed = false
-            if repair {
-                if isFolder {
-                    // An empty folder (planted where a file belongs) goes; one with contents is
-                    // someone's, and stays reported.
-                    removed = (try? directory.removeFolder(path)) != nil
-                } else {
-                    try directory.removeFile(path)
-                    removed = true
-                }
-            }
             problems.append(
-                BodyProblem(
-                    kind: kind, orphan: orphan, path: path,
-                    detail: isFolder && !removed ? "\(detail); remove the folder" : detail, removed: removed))
+                try .found(kind, at: path, detail, isFolder: isFolder, orphan: orphan, repair: repair, in: directory))
         }
         let blobs = CacheDirectory.blobsDirectory
         for fanOut in try directory.contents(of: blobs).sorted() {

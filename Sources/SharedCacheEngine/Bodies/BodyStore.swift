@@ -1,6 +1,6 @@
 import Foundation
 package import SharedCacheFormat
-import SharedCachePlatform
+package import SharedCachePlatform
 
 /// Where entry bodies live: the one place that decides it.
 ///
@@ -182,4 +182,31 @@ package struct BodyProblem: Sendable {
     package var detail: String
     /// Whether the audit removed it.
     package var removed: Bool
+}
+
+extension BodyProblem {
+    /// What an audit found at `path`, removed when `repair` asks and it may go: a file, or an
+    /// empty folder planted where a file belongs. A folder with contents is someone's; it stays,
+    /// reported with what to do.
+    package static func found(
+        _ kind: Kind, at path: String, _ detail: String, isFolder: Bool = false,
+        orphan: (hash: KeyHash, location: BodyLocation)? = nil, repair: Bool, in directory: CacheDirectory
+    ) throws -> BodyProblem {
+        let removed = repair ? try directory.removeFileOrEmptyFolder(path, isFolder: isFolder) : false
+        return BodyProblem(
+            kind: kind, orphan: orphan, path: path,
+            detail: isFolder && !removed ? "\(detail); remove the folder" : detail, removed: removed)
+    }
+}
+
+extension CacheDirectory {
+    /// Removes the file at `path`, or the folder there if `isFolder` and it is empty; whether it
+    /// went (a folder with contents stays).
+    package func removeFileOrEmptyFolder(_ path: String, isFolder: Bool) throws -> Bool {
+        guard isFolder else {
+            try removeFile(path)
+            return true
+        }
+        return (try? removeFolder(path)) != nil
+    }
 }

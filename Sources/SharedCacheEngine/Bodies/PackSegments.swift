@@ -258,22 +258,10 @@ extension PackSegments {
             let path = "\(CacheDirectory.packsDirectory)/\(name)"
             guard let status = try directory.status(of: path) else { continue }
             if Self.parseName(name) != nil, status.isRegularFile { continue }
-            var removed = false
-            if repair {
-                if status.isDirectory {
-                    // An empty folder (one planted under a segment's name) goes; one with
-                    // contents is someone's, and stays reported.
-                    removed = (try? directory.removeFolder(path)) != nil
-                } else {
-                    try directory.removeFile(path)
-                    removed = true
-                }
-            }
             problems.append(
-                BodyProblem(
-                    kind: .foreign, orphan: nil, path: path,
-                    detail: status.isDirectory && !removed ? "not a pack segment; remove the folder" : "not a pack segment",
-                    removed: removed))
+                try .found(
+                    .foreign, at: path, "not a pack segment", isFolder: status.isDirectory, repair: repair,
+                    in: directory))
         }
         return problems
     }
