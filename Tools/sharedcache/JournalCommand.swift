@@ -1,6 +1,7 @@
 import Foundation
 import SharedCache
 import SharedCacheCLI
+import SharedCachePlatform
 
 #if canImport(Glibc)
 import Glibc
@@ -57,19 +58,14 @@ extension Command {
         #endif
         // Until the directory followed goes (removed or replaced): a follower of a cache that is
         // no more would otherwise wait in silence for ever.
-        let followed = try Command.identity(invocation.directory)
-        while (try? Command.identity(invocation.directory)) == followed {
+        func identity() -> [UInt64]? {
+            (try? System.status(atPath: invocation.directory, followingSymlinks: true)).map { [$0.device, $0.inode] }
+        }
+        let followed = identity()
+        while let now = identity(), now == followed {
             withExtendedLifetime(subscription) { _ = sleep(1) }
         }
         terminal.fail("\(invocation.directory) was removed or replaced; nothing more will be appended there", .unavailable)
-    }
-}
-
-extension Command {
-    /// The device and inode of the folder at `path`.
-    fileprivate static func identity(_ path: String) throws -> [UInt64] {
-        let attributes = try FileManager.default.attributesOfItem(atPath: path)
-        return [attributes[.systemNumber], attributes[.systemFileNumber]].map { ($0 as? NSNumber)?.uint64Value ?? 0 }
     }
 }
 
