@@ -68,7 +68,9 @@ package struct Terminal: Sendable {
 /// Whether a write to standard output failed (see ``Terminal/write(_:)``).
 private let outputFailed = Locked(false)
 
-/// Writes all of `data` to `descriptor`; the `errno` of a failure.
+/// Writes all of `data` to `descriptor`; the `errno` of a failure. Not through the platform
+/// layer's `System.write`: its failpoints count the cache's own writes (a test fails "the first
+/// write(2)"), and the terminal is not the cache.
 private func writeFully(_ descriptor: Int32, _ data: Data) -> Int32? {
     data.withUnsafeBytes { buffer -> Int32? in
         guard var next = buffer.baseAddress else { return nil }
