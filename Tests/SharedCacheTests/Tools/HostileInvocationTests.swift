@@ -151,6 +151,24 @@ struct HostileInvocationTests {
         #expect(try run("get", "big").output == "again")
     }
 
+    /// A folder with contents where a pack segment belongs is someone's: `verify --repair`
+    /// leaves it and says to remove the folder; doing so leaves a cache that verifies.
+    @Test func aFolderWithContentsWhereAPackSegmentBelongs() throws {
+        #expect(try run("put", "small", input: "packed").status == 0)
+        let packs = try FileManager.default.contentsOfDirectory(atPath: "\(cache)/packs")
+        let pack = "\(cache)/packs/\(try #require(packs.first))"
+        try FileManager.default.removeItem(atPath: pack)
+        try FileManager.default.createDirectory(atPath: pack, withIntermediateDirectories: false)
+        _ = FileManager.default.createFile(atPath: "\(pack)/theirs", contents: Data("x".utf8))
+        #expect(try run("verify", "--repair").status == 65)
+        #expect(FileManager.default.fileExists(atPath: "\(pack)/theirs"))
+        // The advice: remove the folder.
+        try FileManager.default.removeItem(atPath: pack)
+        #expect(try run("verify").status == 0)
+        #expect(try run("put", "small", input: "again").status == 0)
+        #expect(try run("get", "small").output == "again")
+    }
+
     /// On a full disk the error says "free space or lower the cache's size-limit", and
     /// `config size-limit` failed on that same full disk. The reserve pays for the file.
     @Test func aFullDiskStillTakesALowerSizeLimit() throws {
