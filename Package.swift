@@ -31,14 +31,14 @@ let package = Package(
         // the child-process helper the demo, the benchmark, the stress run and the tests use.
         .target(
             name: "SharedCacheCLI",
-            dependencies: ["SharedCache", "SharedCachePlatform"],
+            dependencies: ["SharedCache", "SharedCachePlatform", "CSharedCacheSupport"],
             path: "Tools/SharedCacheCLI"
         ),
         // Fixtures for the benchmark, the stress run, the fuzzer, the test worker and the tests,
         // kept out of the two shipped tools: nginx on loopback, verifiable bodies, seeded randomness.
         .target(
             name: "SharedCacheTestSupport",
-            dependencies: ["SharedCache"],
+            dependencies: ["SharedCache", "SharedCacheCLI"],
             path: "Tools/SharedCacheTestSupport"
         ),
         .executableTarget(

@@ -1,4 +1,5 @@
 package import Foundation
+import CSharedCacheSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -14,6 +15,11 @@ import Darwin
 /// forever, and reading one pipe to its end before the other deadlocks with a child that writes
 /// much to the second. The caller takes the lines (or the bytes) as it needs them, with a bound
 /// on how long it waits.
+///
+/// It is started with posix_spawn(3) rather than Foundation's `Process`, whose Linux version
+/// learns of an exit from a socket the child holds, opened without close-on-exec: a child another
+/// thread started meanwhile could inherit that socket and leave the wait spinning until it, too,
+/// ended. Here the child inherits only its standard streams, and waiting is waitid(2).
 ///
 /// One caller at a time reads each of ``output`` and ``errors``; signalling and waiting are safe
 /// from any thread.
@@ -74,72 +80,105 @@ package final class ChildProcess: @unchecked Sendable {
     package let output: CapturedOutput?
     /// The standard error, if ``Output/captured``.
     package let errors: CapturedOutput?
-    private let process = Process()
-    private let input: Pipe?
+    /// The write end of the child's standard input, if ``Input/pipe`` or ``Input/bytes(_:)``.
+    private let input: FileHandle?
+    /// The child's process ID.
+    package let processID: Int32
+    /// How the child ended, once reaped; guarded by `reaping`. While it is `nil` the child's
+    /// process ID is still its own, so signalling it under the lock cannot reach a stranger.
+    private var termination: Termination?
+    private let reaping = NSLock()
 
-    /// Starts `executable`.
+    /// Starts `executable`. The child gets the standard streams asked for and no other
+    /// descriptor of this process (``scs_spawn``), so a pipe or a lock another thread holds open
+    /// cannot outlive its owner in the child.
     ///
     /// - Parameters:
     ///   - environment: variables set for the child on top of this process's environment.
-    ///   - workingDirectory: the child's working directory; this process's if `nil`.
-    /// - Throws: what `Process.run()` throws when the executable cannot be started.
+    /// - Throws: `POSIXError` when the executable cannot be started (`ENOENT`, `EACCES`), or a
+    ///   pipe or file for its streams cannot be made.
     package init(
         _ executable: URL, arguments: [String] = [], environment: [String: String] = [:],
-        workingDirectory: String? = nil, input: Input = .none, output: Output = .captured, errors: Output = .inherit
+        input: Input = .none, output: Output = .captured, errors: Output = .inherit
     ) throws {
-        process.executableURL = executable
-        process.arguments = arguments
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        var parentEnds: [Int32] = []  // ours, kept open: the pipes' other ends
+        var childEnds: [Int32] = []  // the child's, closed here once it has started
+        defer { childEnds.forEach { _ = close($0) } }
+        func pipeEnds() throws -> (read: Int32, write: Int32) {
+            var ends: [Int32] = [-1, -1]
+            guard pipe(&ends) == 0 else { throw POSIXError.code(errno) }
+            return (ends[0], ends[1])
         }
-        if let workingDirectory { process.currentDirectoryURL = URL(fileURLWithPath: workingDirectory) }
+        func openForChild(_ path: String, _ flags: Int32) throws -> Int32 {
+            let descriptor = open(path, flags | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else { throw POSIXError.code(errno) }
+            childEnds.append(descriptor)
+            return descriptor
+        }
+        func stream(_ output: Output) throws -> (source: Int32, captured: Int32?) {
+            switch output {
+            case .inherit, .standardOutput: return (-1, nil)
+            case .discard: return (try openForChild("/dev/null", O_WRONLY), nil)
+            case .file(let path): return (try openForChild(path, O_WRONLY | O_CREAT | O_TRUNC), nil)
+            case .captured:
+                let ends = try pipeEnds()
+                childEnds.append(ends.write)
+                parentEnds.append(ends.read)
+                return (ends.write, ends.read)
+            }
+        }
 
-        switch input {
-        case .inherit: self.input = nil
-        case .none:
-            self.input = nil
-            process.standardInput = FileHandle.nullDevice
-        case .pipe, .bytes:
-            let pipe = Pipe()
-            self.input = pipe
-            process.standardInput = pipe
+        var inputSource: Int32 = -1
+        var inputWriter: Int32?
+        do {
+            switch input {
+            case .inherit: break
+            case .none: inputSource = try openForChild("/dev/null", O_RDONLY)
+            case .pipe, .bytes:
+                let ends = try pipeEnds()
+                childEnds.append(ends.read)
+                parentEnds.append(ends.write)
+                (inputSource, inputWriter) = (ends.read, ends.write)
+            }
+            let (outputSource, outputReader) = try stream(output)
+            let (errorSource, errorReader) = try stream(errors)
+            let errorTarget: Int32 = if case .standardOutput = errors { 1 } else { errorSource }
+            processID = try Self.spawn(
+                executable.path, arguments: arguments, environment: environment,
+                input: inputSource, output: outputSource, errors: errorTarget)
+            self.output = outputReader.map { CapturedOutput(FileHandle(fileDescriptor: $0, closeOnDealloc: true)) }
+            self.errors = errorReader.map { CapturedOutput(FileHandle(fileDescriptor: $0, closeOnDealloc: true)) }
+            self.input = inputWriter.map { FileHandle(fileDescriptor: $0, closeOnDealloc: true) }
+        } catch {
+            parentEnds.forEach { _ = close($0) }
+            throw error
         }
-        let outputPipe = Self.connect(output, to: &process.standardOutput)
-        var errorPipe: Pipe?
-        if case .standardOutput = errors {
-            if let stream = outputPipe ?? process.standardOutput { process.standardError = stream }
-        } else {
-            errorPipe = Self.connect(errors, to: &process.standardError)
-        }
-        try process.run()
-        self.output = outputPipe.map { CapturedOutput($0.fileHandleForReading) }
-        self.errors = errorPipe.map { CapturedOutput($0.fileHandleForReading) }
         if case .bytes(let data) = input {
             // After the readers started: the child may write much before it reads all of this.
-            try? self.input?.fileHandleForWriting.write(contentsOf: data)
+            try? self.input?.write(contentsOf: data)
             closeInput()
         }
     }
 
-    /// Points `stream` where `output` says; the pipe to capture, if any.
-    private static func connect(_ output: Output, to stream: inout Any?) -> Pipe? {
-        switch output {
-        case .inherit, .standardOutput: return nil
-        case .discard: stream = FileHandle.nullDevice
-        case .file(let path):
-            _ = FileManager.default.createFile(atPath: path, contents: nil)
-            stream = FileHandle(forWritingAtPath: path)
-        case .captured:
-            let pipe = Pipe()
-            stream = pipe
-            return pipe
-        }
-        return nil
+    /// Starts `path` with this process's environment and `environment` on top; its process ID.
+    private static func spawn(
+        _ path: String, arguments: [String], environment: [String: String], input: Int32, output: Int32,
+        errors: Int32
+    ) throws -> Int32 {
+        let variables = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = variables.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: Int32 = 0
+        let error = scs_spawn(&pid, path, argv, envp, input, output, errors)
+        guard error == 0 else { throw POSIXError.code(error) }
+        return pid
     }
 
-    package var processID: Int32 { process.processIdentifier }
-
-    package var isRunning: Bool { process.isRunning }
+    /// Whether the child has not ended yet (reaping it if it has).
+    package var isRunning: Bool {
+        reaping.withLock { reap(waiting: false) == nil }
+    }
 
     /// The next line of ``output``, without its newline; `nil` if none came within `timeout`
     /// (`nil`: no bound) or the child closed its standard output.
@@ -149,25 +188,61 @@ package final class ChildProcess: @unchecked Sendable {
 
     /// Writes `line` and a newline to the child's standard input (a ``Input/pipe``).
     package func send(_ line: String) {
-        try? input?.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8))
+        try? input?.write(contentsOf: Data((line + "\n").utf8))
     }
 
     /// Closes the child's standard input: it reads end-of-file.
     package func closeInput() {
-        try? input?.fileHandleForWriting.close()
+        try? input?.close()
     }
 
-    /// Sends `number` to the child with kill(2).
+    deinit {
+        // An ended child nobody waited for is reaped here rather than left a zombie.
+        _ = reaping.withLock { reap(waiting: false) }
+    }
+
+    /// Sends `number` to the child with kill(2), unless it has ended and been reaped.
     package func signal(_ number: Int32) {
-        _ = kill(process.processIdentifier, number)
+        reaping.withLock {
+            if termination == nil { _ = kill(processID, number) }
+        }
     }
 
     /// Waits until the child has ended.
+    ///
+    /// It waits with waitid(2) without reaping, then reaps under the lock: a signal sent
+    /// meanwhile reaches the ended child, never a process that took its ID after it.
     @discardableResult
     package func wait() -> Termination {
-        process.waitUntilExit()
-        let status = process.terminationStatus
-        return process.terminationReason == .uncaughtSignal ? .signalled(status) : .exited(status)
+        var info = siginfo_t()
+        while waitid(P_PID, id_t(processID), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
+        return reaping.withLock { reap(waiting: true) } ?? .exited(-1)
+    }
+
+    /// How the child ended, reaping it if it has, with `reaping` held; `nil` while it runs.
+    private func reap(waiting: Bool) -> Termination? {
+        if let termination { return termination }
+        var status: Int32 = 0
+        var reaped: Int32
+        repeat {
+            reaped = waitpid(processID, &status, waiting ? 0 : WNOHANG)
+        } while reaped < 0 && errno == EINTR
+        guard reaped == processID else { return nil }
+        // The encoding of wait(2)'s status, which Swift imports no macros for.
+        let signal = status & 0x7f
+        termination = signal == 0 ? .exited((status >> 8) & 0xff) : .signalled(signal)
+        return termination
+    }
+
+    /// Runs `executable` to its end, with its standard error in its standard output; how it
+    /// ended and what it printed.
+    package static func run(
+        _ executable: URL, arguments: [String] = [], environment: [String: String] = [:], input: Input = .none
+    ) throws -> (termination: Termination, output: String) {
+        let child = try ChildProcess(
+            executable, arguments: arguments, environment: environment, input: input, errors: .standardOutput)
+        let output = child.output?.remainingText() ?? ""
+        return (child.wait(), output)
     }
 
     /// Closes the child's standard input, which tells a helper reading it to finish, and waits.
@@ -175,5 +250,12 @@ package final class ChildProcess: @unchecked Sendable {
     package func finish() -> Termination {
         closeInput()
         return wait()
+    }
+}
+
+extension POSIXError {
+    /// The error for an errno value.
+    fileprivate static func code(_ value: Int32) -> POSIXError {
+        POSIXError(POSIXErrorCode(rawValue: value) ?? .EIO)
     }
 }

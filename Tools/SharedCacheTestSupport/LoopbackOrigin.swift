@@ -1,5 +1,6 @@
 import Foundation
 import SharedCache
+import SharedCacheCLI
 
 #if canImport(Glibc)
 import Glibc
@@ -14,7 +15,7 @@ package final class LoopbackOrigin {
     package static let executable = "/usr/sbin/nginx"
     /// `http://127.0.0.1:PORT`, without a trailing slash.
     package let url: String
-    private let process: Process
+    private let process: ChildProcess
 
     /// - Parameters:
     ///   - http: directives for nginx's `http` block (logging, maps, types).
@@ -52,12 +53,10 @@ package final class LoopbackOrigin {
             try Array(configuration.utf8).withUnsafeBytes { bytes in try file.write(bytes, at: 0) }
             try file.publish()
             try? FileManager.default.removeItem(atPath: "\(root)/nginx.pid")
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: Self.executable)
-            process.arguments = ["-p", root, "-c", "\(root)/nginx.conf", "-e", "\(root)/error.log"]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let process = try ChildProcess(
+                URL(fileURLWithPath: Self.executable),
+                arguments: ["-p", root, "-c", "\(root)/nginx.conf", "-e", "\(root)/error.log"],
+                output: .discard, errors: .discard)
             // The pid file appears once the socket is listening; an exit means the port was taken.
             let deadline = Date().addingTimeInterval(10)
             while process.isRunning && !FileManager.default.fileExists(atPath: "\(root)/nginx.pid") && Date() < deadline {
@@ -73,8 +72,7 @@ package final class LoopbackOrigin {
     }
 
     deinit {
-        // SIGKILL: a child of a test runner may have SIGTERM blocked, and nginx inherits that.
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.signal(SIGKILL)
+        process.wait()
     }
 }

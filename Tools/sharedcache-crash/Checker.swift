@@ -1,5 +1,6 @@
 import Foundation
 import SharedCache
+import SharedCacheCLI
 import SharedCacheEngine
 
 /// What the API had acknowledged by a crash point, and so what each key may read back.
@@ -171,25 +172,17 @@ struct Checker {
 
 /// Runs a program to its end; its status and what it printed.
 func run(_ path: String, _ arguments: [String], environment: [String: String] = [:]) -> (Int32, String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
+    let child: ChildProcess
     do {
-        try process.run()
+        child = try ChildProcess(
+            URL(fileURLWithPath: path), arguments: arguments, environment: environment, errors: .standardOutput)
     } catch {
         return (-1, "\(error)")
     }
-    runningChild = process.processIdentifier
+    runningChild = child.processID
     defer { runningChild = 0 }
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (
-        process.terminationStatus, String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    )
+    let output = child.output?.remainingText() ?? ""
+    return (child.wait().status, output.trimmingCharacters(in: .whitespacesAndNewlines))
 }
 
 /// The program ``run(_:_:environment:)`` waits for, for the hang handler to kill; 0 when none.

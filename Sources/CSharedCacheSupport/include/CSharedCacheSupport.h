@@ -36,6 +36,15 @@ int scs_rename_noreplace(int from_dir, const char *from, int to_dir, const char 
 /// step. Returns 0, or -1 with errno set. On other systems it always fails with ENOSYS.
 int scs_pipe_cloexec(int ends[2]);
 
+/// Starts `path` with `arguments` and `environment` (both NULL-terminated) as posix_spawn(3)
+/// does, with no signal blocked. The child's standard input, output and error become `input`,
+/// `output` and `error_output` (each -1: this process's own; `error_output` may be 1, the child's
+/// standard output), and it inherits no other descriptor, whatever their close-on-exec flags:
+/// a descriptor another thread opened meanwhile must not keep a pipe or a lock open in the
+/// child. Returns 0 and sets `pid`, or an errno value (ENOENT, EACCES: the executable).
+int scs_spawn(int *pid, const char *path, char *const arguments[], char *const environment[],
+              int input, int output, int error_output);
+
 /// Linux `O_NOATIME` (reads of the file do not update its access time; allowed only on files the
 /// caller owns, else EPERM), which Swift's Glibc module does not export; 0 on other systems.
 int scs_no_access_time_flag(void);

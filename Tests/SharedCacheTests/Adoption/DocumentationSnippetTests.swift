@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 import Testing
 
 /// Every Swift snippet in README.md and in the DocC articles that uses only SharedCache and
@@ -95,21 +96,16 @@ struct DocumentationSnippetTests {
         try source.write(toFile: file, atomically: true, encoding: .utf8)
 
         let products = Worker.executable.deletingLastPathComponent()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.swiftc!)
-        process.arguments = [
-            "-typecheck", "-swift-version", "6", "-I", products.appendingPathComponent("Modules").path,
-            "-Xcc", "-fmodule-map-file=" + products.appendingPathComponent("CSharedCacheSupport.build/module.modulemap").path,
-            file,
-        ]
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = errors
-        try process.run()
-        let output = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let (termination, output) = try ChildProcess.run(
+            URL(fileURLWithPath: Self.swiftc!),
+            arguments: [
+                "-typecheck", "-swift-version", "6", "-I", products.appendingPathComponent("Modules").path,
+                "-Xcc",
+                "-fmodule-map-file=" + products.appendingPathComponent("CSharedCacheSupport.build/module.modulemap").path,
+                file,
+            ])
         let problems = output.split(separator: "\n").filter { $0.contains("error:") }
-        #expect(process.terminationStatus == 0 && problems.isEmpty, "\(problems.joined(separator: "\n"))\n\(output)")
+        #expect(termination == .exited(0) && problems.isEmpty, "\(problems.joined(separator: "\n"))\n\(output)")
     }
 
     @Test func theReadmeShowsBothFormsOfTheDependency() throws {

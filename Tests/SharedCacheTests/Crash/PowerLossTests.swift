@@ -15,16 +15,8 @@ struct PowerLossTests {
     /// output.
     static func check(_ arguments: [String]) async throws -> (status: Int32, output: String) {
         try await offThePool {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = output
-            try process.run()
-            let bytes = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: bytes, as: UTF8.self))
+            let (termination, output) = try ChildProcess.run(URL(fileURLWithPath: executable), arguments: arguments)
+            return (termination.status, output)
         }
     }
 

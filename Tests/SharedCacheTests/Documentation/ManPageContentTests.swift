@@ -91,12 +91,13 @@ struct ManPageContentTests {
             }
             // A lone command replaces the shell, so a SIGTERM reaches the tool itself.
             if !command.contains("|") { command = "exec " + command }
+            command = "cd '\(directory.path)' && " + command
             let shell = try ChildProcess(
                 URL(fileURLWithPath: "/bin/sh"), arguments: ["-c", command],
                 environment: [
                     "PATH": bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
                     "SHAREDCACHE_DIR": directory("cache"),
-                ], workingDirectory: directory.path, errors: .standardOutput)
+                ], errors: .standardOutput)
             defer { if shell.isRunning { shell.signal(SIGKILL) } }
             if let readyLine = Self.runUntilStopped[example] {
                 let first = await shell.nextLine(within: .seconds(10))

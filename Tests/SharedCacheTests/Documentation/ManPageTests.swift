@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 import Testing
 
 @Suite("Man pages")
@@ -32,16 +33,10 @@ struct ManPageTests {
         let path = Self.manDirectory.appendingPathComponent(page).path
         #expect(FileManager.default.fileExists(atPath: path), "\(path) is missing")
         let mandoc = Requirements.isInstalled(Self.mandoc)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: mandoc ? Self.mandoc : Self.groff)
-        process.arguments = mandoc ? ["-T", "lint", "-W", "warning", path] : ["-mdoc", "-ww", "-z", path]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let (termination, text) = try ChildProcess.run(
+            URL(fileURLWithPath: mandoc ? Self.mandoc : Self.groff),
+            arguments: mandoc ? ["-T", "lint", "-W", "warning", path] : ["-mdoc", "-ww", "-z", path])
         #expect(text.isEmpty, "\(text)")
-        #expect(process.terminationStatus == 0)
+        #expect(termination == .exited(0))
     }
 }

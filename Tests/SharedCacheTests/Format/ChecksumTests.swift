@@ -3,6 +3,7 @@ import Testing
 import CSharedCacheSupport
 
 @testable import SharedCache
+import SharedCacheCLI
 
 @Suite("CRC32C and SHA-256 against published vectors")
 struct ChecksumTests {
@@ -71,16 +72,8 @@ struct ChecksumTests {
     func sha256AgreesWithSha256sumAtBlockBoundaries() throws {
         for length in [0, 1, 54, 55, 56, 57, 63, 64, 65, 119, 120, 128, 200] {
             let message = String((0..<length).map { Character(UnicodeScalar(UInt8(97 + $0 % 26))) })
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
-            let input = Pipe(), output = Pipe()
-            process.standardInput = input
-            process.standardOutput = output
-            try process.run()
-            input.fileHandleForWriting.write(Data(message.utf8))
-            try input.fileHandleForWriting.close()
-            let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
+            let (_, printed) = try ChildProcess.run(
+                URL(fileURLWithPath: "/usr/bin/sha256sum"), input: .bytes(Data(message.utf8)))
             #expect(KeyHash(key: message).hex == String(printed.prefix(64)), "length \(length)")
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 import Testing
 
 @testable import SharedCache
@@ -110,9 +111,8 @@ struct HostileDirectoryTests {
         let cachePath = directory("cache"), group: UInt32 = 4242
         let cache = try SharedCache(directory: cachePath, configuration: Configuration(sharing: .group))
         try cache.put(key: "from-root", data: Data("root".utf8))
-        let chgrp = try Process.run(URL(fileURLWithPath: "/bin/chgrp"), arguments: ["-R", "\(group)", cachePath])
-        chgrp.waitUntilExit()
-        #expect(chgrp.terminationStatus == 0)
+        let chgrp = try ChildProcess.run(URL(fileURLWithPath: "/bin/chgrp"), arguments: ["-R", "\(group)", cachePath])
+        #expect(chgrp.termination == .exited(0), "\(chgrp.output)")
 
         let strictUmask = ["SHAREDCACHE_TEST_UMASK": "077"]
         let put = try await Worker.run(

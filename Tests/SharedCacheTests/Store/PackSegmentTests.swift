@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 import SharedCacheEngine
 import SharedCacheFormat
 import Testing
@@ -255,9 +256,8 @@ struct FormatUpgradeTests {
     static func versionOneDirectory(in directory: TemporaryDirectory) throws -> String {
         let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Fixtures/format-1.tar.gz").path
-        let tar = try Process.run(URL(fileURLWithPath: "/bin/tar"), arguments: ["-xzf", fixture, "-C", directory.path])
-        tar.waitUntilExit()
-        #expect(tar.terminationStatus == 0)
+        let tar = try ChildProcess.run(URL(fileURLWithPath: "/bin/tar"), arguments: ["-xzf", fixture, "-C", directory.path])
+        #expect(tar.termination == .exited(0), "\(tar.output)")
         return directory("format-1")
     }
 

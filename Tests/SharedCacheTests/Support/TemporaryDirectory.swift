@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 
 /// A fresh directory under the system's temporary directory, removed when the test is done.
 final class TemporaryDirectory {
@@ -16,7 +17,7 @@ final class TemporaryDirectory {
 
     deinit {
         // Undo any chmod a test left behind so the directory can be removed.
-        _ = try? Process.run(URL(fileURLWithPath: "/bin/chmod"), arguments: ["-R", "u+rwx", path]).waitUntilExit()
+        _ = try? ChildProcess.run(URL(fileURLWithPath: "/bin/chmod"), arguments: ["-R", "u+rwx", path])
         try? FileManager.default.removeItem(atPath: path)
     }
 }

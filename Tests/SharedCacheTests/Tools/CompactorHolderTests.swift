@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 import Testing
 
 @testable import SharedCache
@@ -25,9 +26,9 @@ struct CompactorHolderTests {
 
     /// A process that has exited and been waited for: its ID names nobody.
     func exitedProcessID() throws -> Int32 {
-        let process = try Process.run(URL(fileURLWithPath: "/bin/true"), arguments: [])
-        process.waitUntilExit()
-        return process.processIdentifier
+        let process = try ChildProcess(URL(fileURLWithPath: "/bin/true"), output: .discard)
+        process.wait()
+        return process.processID
     }
 
     /// This process takes the compactor lock as a compactor does, with the previous holder's

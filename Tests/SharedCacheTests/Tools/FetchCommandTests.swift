@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 import Testing
 
 @testable import SharedCache
@@ -85,19 +86,10 @@ struct FetchCommandTests {
         try origin.write("/slow/large.bin", Data(count: 1_500_000))
         let command = [Tool.admin.executable.path, "--dir", directory("cache"), "fetch", "-o", directory("large.bin"),
             origin.url("/slow/large.bin").absoluteString].joined(separator: " ")
-        let (status, text) = try await offThePool {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-            process.arguments = ["-qec", command, "/dev/null"]
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            return (process.terminationStatus, text)
+        let (termination, text) = try await offThePool {
+            try ChildProcess.run(URL(fileURLWithPath: "/usr/bin/script"), arguments: ["-qec", command, "/dev/null"])
         }
-        #expect(status == 0, "\(text)")
+        #expect(termination == .exited(0), "\(text)")
         #expect(text.contains("\rreceived ") && text.contains(" of 1.5 MB ("), "\(text.debugDescription)")
         #expect(text.contains("downloaded, 200, 1.5 MB"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory("large.bin"))).count == 1_500_000)

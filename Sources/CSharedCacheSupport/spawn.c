@@ -1,0 +1,68 @@
+#define _GNU_SOURCE
+#include "CSharedCacheSupport.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <unistd.h>
+
+#if defined(__GLIBC__)
+#include <features.h>
+#if __GLIBC_PREREQ(2, 34)
+#define SCS_HAS_ADDCLOSEFROM 1
+#endif
+#endif
+
+/// Closes every descriptor from 3 up in the child, after the standard ones are in place.
+static int close_the_rest(posix_spawn_file_actions_t *actions, short *flags) {
+#if defined(__APPLE__)
+    (void)actions;
+    *flags |= POSIX_SPAWN_CLOEXEC_DEFAULT;  // only what the file actions name is inherited
+    return 0;
+#elif defined(SCS_HAS_ADDCLOSEFROM)
+    (void)flags;
+    return posix_spawn_file_actions_addclosefrom_np(actions, 3);
+#else
+    // glibc ignores EBADF from a close action, so closing unopened descriptors costs nothing but
+    // the list; the bound keeps it short when the limit is huge.
+    (void)flags;
+    long limit = sysconf(_SC_OPEN_MAX);
+    if (limit < 0 || limit > 65536) limit = 65536;
+    for (int fd = 3; fd < limit; fd++) {
+        int error = posix_spawn_file_actions_addclose(actions, fd);
+        if (error != 0) return error;
+    }
+    return 0;
+#endif
+}
+
+int scs_spawn(int *pid, const char *path, char *const arguments[], char *const environment[],
+              int input, int output, int error_output) {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attributes;
+    int error = posix_spawn_file_actions_init(&actions);
+    if (error != 0) return error;
+    error = posix_spawnattr_init(&attributes);
+    if (error != 0) {
+        posix_spawn_file_actions_destroy(&actions);
+        return error;
+    }
+    short flags = POSIX_SPAWN_SETSIGMASK;
+    sigset_t nothing_blocked;
+    sigemptyset(&nothing_blocked);
+    // In order: standard error may name 1, which must already be the child's standard output.
+    const int sources[3] = {input, output, error_output};
+    for (int target = 0; target < 3 && error == 0; target++) {
+        if (sources[target] >= 0) error = posix_spawn_file_actions_adddup2(&actions, sources[target], target);
+    }
+    if (error == 0) error = close_the_rest(&actions, &flags);
+    if (error == 0) error = posix_spawnattr_setsigmask(&attributes, &nothing_blocked);
+    if (error == 0) error = posix_spawnattr_setflags(&attributes, flags);
+    if (error == 0) {
+        pid_t child = 0;
+        error = posix_spawn(&child, path, &actions, &attributes, arguments, environment);
+        if (error == 0) *pid = (int)child;
+    }
+    posix_spawnattr_destroy(&attributes);
+    posix_spawn_file_actions_destroy(&actions);
+    return error;
+}
