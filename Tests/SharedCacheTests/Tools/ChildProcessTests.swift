@@ -41,7 +41,8 @@ import Darwin
         DispatchQueue.concurrentPerform(iterations: threads) { thread in
             for index in 0..<perThread {
                 let number = thread * perThread + index
-                let outcome = try? ChildProcess.run(Self.shell, arguments: ["-c", "echo \(number); exit \(number % 100)"])
+                let script = "echo \(number); exit \(number % 100)"
+                let outcome = try? ChildProcess.run(Self.shell, arguments: ["-c", script])
                 results.record(number, outcome.map { ($0.termination, $0.output) })
             }
         }
