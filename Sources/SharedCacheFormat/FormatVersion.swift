@@ -7,8 +7,9 @@
 /// only adds things an older reader may ignore (record types, trailing fields).
 package struct FormatVersion: Equatable, Sendable, CustomStringConvertible {
     /// 2.0: small bodies in pack segments, 20-byte locations. Version 1 directories are upgraded
-    /// in place when opened (see `sharedcache(5)`).
-    package static let current = FormatVersion(major: 2, minor: 0)
+    /// in place when opened (see `sharedcache(5)`). 2.1: the `lost` journal record, which a
+    /// repair writes over damaged bytes (2.0 readers skip it).
+    package static let current = FormatVersion(major: 2, minor: 1)
     package static let fileName = "format"
 
     package var major: UInt16

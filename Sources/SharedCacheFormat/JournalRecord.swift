@@ -22,6 +22,8 @@
 /// type 7 moved   = key-hash:32 from:location to:location  ; the compactor copied this version's
 ///                  body; applies only while the entry is still at `from` (version 2)
 /// type 8 retired = pack:u64                     ; a pack segment is being deleted: close it (version 2)
+/// type 9 lost    = *padding                     ; written over damaged bytes by a repair: a record
+///                  that was there is gone (version 2.1)
 /// remover        = pid:u32 name-size:u8 name    ; the process that removed, for people
 /// location       = pack:u64 position:u64 length:u32   ; see BodyLocation; blob-id:u64 in version 1
 /// ```
@@ -40,6 +42,9 @@ package enum JournalRecord: Equatable, Sendable {
     case moved(MovedRecord)
     /// A pack segment is being deleted; every process closes its descriptor of it.
     case retired(pack: UInt64)
+    /// A placeholder a repair wrote over damaged bytes: the record with this sequence number is
+    /// gone, and what it said with it.
+    case lost
     /// A record of a type this version does not know; skipped.
     case unknown(type: UInt8)
 
@@ -56,6 +61,7 @@ package enum JournalRecord: Equatable, Sendable {
         case .freshened: 6
         case .moved: 7
         case .retired: 8
+        case .lost: 9
         case .unknown(let type): type
         }
     }
@@ -252,8 +258,9 @@ package enum DecodedFrame: Equatable {
 }
 
 extension JournalRecord {
-    /// Appends one framed record to `writer`.
-    package func encode(sequence: UInt64, into writer: inout ByteWriter) {
+    /// Appends one framed record to `writer`, its payload followed by `padding` zero bytes (which
+    /// readers ignore).
+    package func encode(sequence: UInt64, into writer: inout ByteWriter, padding: Int = 0) {
         let start = writer.count
         writer.append(UInt32(0))  // crc, filled in below
         writer.append(UInt32(0))  // length, filled in below
@@ -299,9 +306,10 @@ extension JournalRecord {
             writer.append(record.to)
         case .retired(let pack):
             writer.append(pack)
-        case .unknown:
+        case .lost, .unknown:
             break
         }
+        writer.append(bytes: [UInt8](repeating: 0, count: padding))
         writer.set(UInt32(writer.count - payloadStart), at: start + 4)
         let crc = writer.bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[(start + 4)...])) }
         writer.set(CRC32C.mask(crc), at: start)
@@ -377,6 +385,8 @@ extension JournalRecord {
                     to: try reader.readLocation(major: major)))
         case 8:
             return .retired(pack: try reader.read())
+        case 9:
+            return .lost
         default:
             return .unknown(type: type)
         }

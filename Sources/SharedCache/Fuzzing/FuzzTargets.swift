@@ -82,6 +82,33 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
         }
     }
 
+    /// Taking `bytes` for damage at the start of a segment's rest: where records resume must be
+    /// a whole record there, and the placeholders for the bytes before it must fill them exactly
+    /// with whole records.
+    private static func checkResumption(_ bytes: [UInt8]) -> String? {
+        bytes.withUnsafeBytes { raw -> String? in
+            guard let resumption = JournalRecord.resumption(in: raw, after: 0, major: FormatVersion.current.major)
+            else { return nil }
+            guard case .record(_, resumption.sequence, _) = JournalRecord.decodeFrame(raw, at: resumption.offset) else {
+                return "resumed at \(resumption.offset) without its record"
+            }
+            guard
+                let placeholders = JournalRecord.placeholders(
+                    after: 0, resumingAt: resumption.sequence, size: resumption.offset)
+            else { return "no placeholders fit the \(resumption.offset) bytes before the resumption" }
+            return placeholders.bytes.withUnsafeBytes { filled -> String? in
+                var offset = 0
+                while offset < filled.count {
+                    guard case .record(.lost, _, let size) = JournalRecord.decodeFrame(filled, at: offset) else {
+                        return "placeholders for \(resumption.offset) bytes do not decode"
+                    }
+                    offset += size
+                }
+                return offset == resumption.offset ? nil : "placeholders fill \(offset) of \(resumption.offset) bytes"
+            }
+        }
+    }
+
     /// Decodes `bytes`; returns a description of a broken property, or `nil`. Bad input must
     /// make a decoder say so, never crash, hang, or allocate what a length field claims.
     package func check(_ bytes: [UInt8]) -> String? {
@@ -98,6 +125,7 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
                 let frame = framed.bytes.withUnsafeBytes { JournalRecord.decodeFrame($0, at: 0) }
                 if frame == .incomplete { return "a whole re-framed record decoded as incomplete" }
             }
+            if let problem = Self.checkResumption(bytes) { return problem }
             return bytes.withUnsafeBytes { raw -> String? in
                 var offset = 0
                 while offset < raw.count {

@@ -68,22 +68,36 @@ extension CacheEngine {
                         kind: .rebuiltManifest, path: CacheDirectory.manifestFile,
                         detail: "was missing or corrupt; rebuilt from the blobs when opened", repaired: true))
             }
-            // Whether reading stops at a damaged record now: the count of stops is this
-            // process's history, and a repair earlier in it may have truncated the damage.
-            // The journal itself is read: the shared journal end lets a refresh skip it for a
-            // moment after the last read, and then the damage would go unseen (and unrepaired)
-            // by a verify that runs quickly enough after opening.
-            let (entries, stopsAtDamage) = try withState { state in
-                let stopsBefore = state.live.corruptionStops
-                try state.live.refresh(readingTheJournal: true)
-                return (state.live.index, state.live.corruptionStops > stopsBefore)
+            // Damage at the end of the journal, looked at with the append lock held, so that no
+            // write is in progress: bytes past the last whole record are then a damaged record,
+            // a damaged length (which reads as a record still being written) or a torn write,
+            // and they hide whatever follows. Repairing, the lock's own catch-up repairs them.
+            let repairsBefore = try withState { $0.live.journalRepairs }
+            let damagedEnd = try withAppendLock(repairing: repair) { live in
+                (try live.hasBytesPastItsRecords(), false)
             }
-            if stopsAtDamage {
-                if repair { try commit { _ in ([], ()) } }  // appending truncates a damaged tail
+            let repaired = try withState { $0.live.journalRepairs } > repairsBefore
+            if damagedEnd || repaired {
                 report.problems.append(
                     .init(
                         kind: .damagedJournal, path: CacheDirectory.journalDirectory,
-                        detail: "a damaged record hides the records after it", repaired: repair))
+                        detail: "a damaged or torn record hides what follows it", repaired: repaired && !damagedEnd))
+            }
+            // The journal itself is read: the shared journal end lets a refresh skip it for a
+            // moment after the last read.
+            let (entries, readPastDamage) = try withState { state in
+                try state.live.refresh(readingTheJournal: true)
+                return (state.live.index, state.live.readPastUnrepairedDamage)
+            }
+            if readPastDamage {
+                // Every process reads past it the same way; a checkpoint puts it behind the
+                // manifest, where no process reads any more.
+                if repair { try checkpoint() }
+                report.problems.append(
+                    .init(
+                        kind: .damagedJournal, path: CacheDirectory.journalDirectory,
+                        detail: "damage took records that every process reads past; the records after them are kept",
+                        repaired: repair))
             }
             try verifyRetiredSegments(repair: repair, into: &report)
             for (hash, entry) in entries {

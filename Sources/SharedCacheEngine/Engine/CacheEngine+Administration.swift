@@ -99,6 +99,8 @@ package struct JournalLine: Sendable, Codable {
         case .retired(let pack):
             type = "retired"
             self.pack = String(pack, radix: 16)
+        case .lost:
+            type = "lost"
         case .unknown(let code):
             type = "unknown-\(code)"
         }

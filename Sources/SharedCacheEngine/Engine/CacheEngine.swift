@@ -391,15 +391,18 @@ package final class CacheEngine: Sendable {
     }
 
     /// Runs `body` on the index under the journal's append lock (see
-    /// ``LiveIndex/withAppendLock(timeout:durable:access:_:)``); a durable append is flushed
-    /// once the process mutex is let go.
-    package func withAppendLock<Decision>(_ body: (LiveIndex) throws -> (decision: Decision, appended: Bool))
-        throws -> Decision
-    {
+    /// ``LiveIndex/withAppendLock(timeout:durable:repairing:access:_:)``); a durable append is
+    /// flushed once the process mutex is let go.
+    ///
+    /// - Parameter repairing: repair damage at the end of the journal first (every append does);
+    ///   `false` only to look at it.
+    package func withAppendLock<Decision>(
+        repairing: Bool = true, _ body: (LiveIndex) throws -> (decision: Decision, appended: Bool)
+    ) throws -> Decision {
         try appenders.withLock {
             var flush: JournalSegment?
             let decision = try LiveIndex.withAppendLock(
-                timeout: lockTimeout, durable: isDurable,
+                timeout: lockTimeout, durable: isDurable, repairing: repairing,
                 access: { step in try withState { state in try step(state.live) } }
             ) { live in
                 let (decision, appended) = try body(live)

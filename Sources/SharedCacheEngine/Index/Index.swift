@@ -117,7 +117,7 @@ package struct Index: Sendable, Sequence {
                 guard entry.location == moved.from else { return }
                 entry.location = moved.to
             }
-        case .sealed, .retired, .unknown:
+        case .sealed, .retired, .lost, .unknown:
             break
         }
     }

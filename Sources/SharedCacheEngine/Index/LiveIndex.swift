@@ -5,7 +5,7 @@ import SharedCachePlatform
 ///
 /// Loading reads the manifest and replays the journal from the position it covers. Every cache
 /// call first ``refresh()``es, which costs one atomic load when no process appended anything.
-/// Changes go through ``withAppendLock(timeout:durable:access:_:)``: under the newest segment's
+/// Changes go through ``withAppendLock(timeout:durable:repairing:access:_:)``: under the newest segment's
 /// append lock, catch up, decide the records from the now-current index, append them in one
 /// write, apply them.
 ///
@@ -55,11 +55,15 @@ package final class LiveIndex {
     /// Pack segments retired since the owner last took them (its body store closes them);
     /// `nil` after a resynchronisation skipped records, meaning "check every open one".
     @exclusivity(unchecked) private var retiredPacks: [UInt64]? = []
+    /// The last sequence number the newest checkpoint this index knows of covers: the manifest
+    /// it loaded, or the seal it made.
+    @exclusivity(unchecked) private var checkpointedThrough: UInt64
 
     private init(directory: CacheDirectory, index: Index, cursor: JournalCursor) {
         self.directory = directory
         self.index = index
         self.cursor = cursor
+        self.checkpointedThrough = cursor.lastSequence
     }
 
     /// Loads the index: the manifest, then every journal record after it.
@@ -188,6 +192,19 @@ package final class LiveIndex {
         }
     }
 
+    /// Whether this index read past records that damage took, where no placeholder stands for
+    /// them, since the last checkpoint it knows of: a process that starts from that checkpoint
+    /// meets the same damage.
+    package var readPastUnrepairedDamage: Bool { cursor.unrepairedLossThrough > checkpointedThrough }
+
+    /// Whether bytes that are not whole records follow the last record read in the current
+    /// segment. With the segment's append lock held no write is in progress, so they are damage
+    /// or a torn write, hiding whatever follows them (a damaged length reads as a record still
+    /// being written).
+    package func hasBytesPastItsRecords() throws -> Bool {
+        try cursor.segment.file.sizeAndLinkCount().size > cursor.offset
+    }
+
     /// Hands over the hashes changed since the last call; `nil` for "assume all".
     package func takeChangedHashes() -> [KeyHash]? {
         defer { changedHashes = [] }
@@ -202,7 +219,7 @@ package final class LiveIndex {
             case .removed(let removed): changedHashes?.append(removed.hash)
             case .cleared: changedHashes = nil
             case .moved(let moved): changedHashes?.append(moved.hash)
-            case .sealed, .accessed, .freshened, .retired, .unknown: break
+            case .sealed, .accessed, .freshened, .retired, .lost, .unknown: break
             }
         }
         if case .retired(let pack) = record { retiredPacks?.append(pack) }
@@ -218,7 +235,7 @@ package final class LiveIndex {
                     pendingRemovals.append(
                         Removal(hash: hash, key: nil, reason: .cleared, remover: remover, sequence: sequence))
                 }
-            case .stored, .sealed, .accessed, .freshened, .moved, .retired, .unknown:
+            case .stored, .sealed, .accessed, .freshened, .moved, .retired, .lost, .unknown:
                 break
             }
             reportedThrough = sequence
@@ -233,7 +250,7 @@ package final class LiveIndex {
         case .stored: counters.add(.stores)
         case .removed(let removed): counters.addRemovals(removed.reason)
         case .cleared: counters.addRemovals(.cleared, UInt64(index.count))
-        case .sealed, .accessed, .freshened, .moved, .retired, .unknown: break
+        case .sealed, .accessed, .freshened, .moved, .retired, .lost, .unknown: break
         }
     }
 
@@ -284,6 +301,7 @@ package final class LiveIndex {
         retiredPacks = nil
         index = fresh
         cursor = Self.cursor(segment, after: header)
+        checkpointedThrough = cursor.lastSequence
         resynchronizations += 1
         return try advance() != .mustResynchronize
     }
@@ -303,17 +321,17 @@ package final class LiveIndex {
     /// share the segment's descriptor, and with it the lock, so the caller also keeps other
     /// appenders of the process out while this runs.
     package static func withAppendLock<Result>(
-        timeout: Duration, durable: Bool,
+        timeout: Duration, durable: Bool, repairing: Bool = true,
         access: ((LiveIndex) throws -> AppendStep<Result>) throws -> AppendStep<Result>,
         _ body: (LiveIndex) throws -> Result
     ) throws -> Result {
         try withoutActuallyEscaping(body) { body in
-            try appendLoop(timeout: timeout, durable: durable, access: access, body)
+            try appendLoop(timeout: timeout, durable: durable, repairing: repairing, access: access, body)
         }
     }
 
     private static func appendLoop<Result>(
-        timeout: Duration, durable: Bool,
+        timeout: Duration, durable: Bool, repairing: Bool,
         access: ((LiveIndex) throws -> AppendStep<Result>) throws -> AppendStep<Result>,
         _ body: @escaping (LiveIndex) throws -> Result
     ) throws -> Result {
@@ -330,7 +348,7 @@ package final class LiveIndex {
                 try access { live in
                     // Behind a retired segment: reload from the manifest, then lock where it
                     // leads. Appending here would put records after a seal, where no reader looks.
-                    if try live.advance(repairing: segment, durable: durable) == .mustResynchronize {
+                    if try live.advance(repairing: repairing ? segment : nil, durable: durable) == .mustResynchronize {
                         try live.resynchronize()
                         return .lock(live.cursor.segment)
                     }
@@ -345,7 +363,7 @@ package final class LiveIndex {
     }
 
     /// Appends the records `decide` returns, deciding from the index as it is; the caller
-    /// holds the append lock (see ``withAppendLock(timeout:durable:access:_:)``).
+    /// holds the append lock (see ``withAppendLock(timeout:durable:repairing:access:_:)``).
     ///
     /// - Parameter decide: sees the index with every earlier record applied; returns the
     ///   records to append (none is fine), which are then applied.
@@ -388,6 +406,7 @@ package final class LiveIndex {
         try JournalSegment.create(next, firstSequence: cursor.lastSequence + 1, in: directory, durable: durable)
         let snapshot = index
         let lastSequence = cursor.lastSequence
+        checkpointedThrough = lastSequence
         // Step past the seal, applying what follows: the new segment exists, and a process
         // whose reads already followed the seal into it may have appended there.
         _ = try advance()

@@ -13,9 +13,12 @@ package import SharedCachePlatform
 /// The position is (segment, byte offset, last sequence number applied). Reading never takes a
 /// lock: only whole records below the file size are decoded, and a record cut off by the end of
 /// the file is "not yet written" (another process's `write(2)` may be visible page by page).
-/// Given the segment whose append lock the caller holds (`repairing`), a cut-off or corrupt
-/// tail of that segment is truncated away instead, because no one else can be writing it; the
-/// tail of any other segment the cursor reaches is never touched, as its owner may be mid-write.
+/// Given the segment whose append lock the caller holds (`repairing`), damage in that segment
+/// is repaired, because no one else can be writing it: where intact records follow, `lost`
+/// placeholders are written over exactly the damaged bytes (``JournalRecord/resumption(in:after:major:)``),
+/// so the records after it are kept; a cut-off or corrupt tail is truncated away. Other segments
+/// the cursor reaches are never touched, as their owner may be mid-write; where intact records
+/// resume after a damaged one there, it reads on from them, as every process does.
 ///
 /// Not thread-safe; ``LiveIndex`` keeps it under its owner's lock, and its properties are
 /// exempt from run-time exclusivity checks for the same reason as ``LiveIndex``'s.
@@ -35,8 +38,12 @@ package final class JournalCursor {
     @exclusivity(unchecked) package private(set) var lastSequence: UInt64
     /// Set once the current segment's `sealed` record has been applied.
     @exclusivity(unchecked) private(set) var sealedNext: UInt64?
-    /// Torn or corrupt tails this cursor truncated while repairing.
+    /// Torn or corrupt tails this cursor truncated, and damage it wrote placeholders over, while
+    /// repairing.
     @exclusivity(unchecked) package private(set) var repairs = 0
+    /// The last sequence number damage took that this cursor read past with no placeholder
+    /// written (in a segment it did not hold the lock of); 0 when none.
+    @exclusivity(unchecked) package private(set) var unrepairedLossThrough: UInt64 = 0
     @exclusivity(unchecked) private var buffer: [UInt8] = []
 
     /// Starts at the beginning of `segment`, treating records up to `lastSequence` as applied.
@@ -125,6 +132,22 @@ package final class JournalCursor {
                         stop = .upToDate
                         break decoding
                     case .corrupt:
+                        // Damage inside the file is final: a write in progress only ever shows a
+                        // prefix of itself. Where intact records resume, read on from there, as
+                        // every process does; the damage in a segment whose lock is held is left
+                        // to the repair below, which stands placeholders in for it.
+                        let rest = UnsafeRawBufferPointer(rebasing: bytes[consumed...])
+                        if locked !== segment, count == available,
+                            let resumption = JournalRecord.resumption(
+                                in: rest, after: lastSequence, major: segment.header.major)
+                        {
+                            if resumption.sequence > lastSequence + 1 {
+                                lastSequence = resumption.sequence - 1
+                                unrepairedLossThrough = lastSequence
+                            }
+                            consumed += resumption.offset
+                            continue
+                        }
                         stop = .stoppedAtCorruption
                         break decoding
                     }
@@ -138,12 +161,51 @@ package final class JournalCursor {
                 // so a record cut off by the end of the file there is being written, not torn.
                 guard let locked, locked === segment else { return stop }
                 // Holding the append lock: nobody is mid-write, so whatever follows the last
-                // whole record is a torn write from a process that died, or damage.
+                // whole record is damage, or a torn write from a process that died.
+                if try replaceDamage(in: directory, durable: durable) { continue }
                 try segment.file.truncate(to: offset)
                 repairs += 1
                 return .upToDate
             }
         }
+    }
+
+    /// Writes `lost` placeholders over the damage at the position, if intact records follow it
+    /// in this segment, or a later segment shows the damage took this one's seal; whether it did.
+    ///
+    /// A whole record numbered out of turn is left to truncation: no bit flip makes one.
+    private func replaceDamage(in directory: CacheDirectory, durable: Bool) throws -> Bool {
+        let end = try segment.file.sizeAndLinkCount().size
+        var bytes = [UInt8](repeating: 0, count: Int(end - offset))
+        let start = offset, current = segment, applied = lastSequence
+        let count = try bytes.withUnsafeMutableBytes { try current.file.read(fromAbsoluteOffset: start, into: $0) }
+        guard count == bytes.count else { return false }
+        let major = current.header.major
+        let placeholders = try bytes.withUnsafeBytes { raw -> [UInt8]? in
+            if case .record = JournalRecord.decodeFrame(raw, at: 0, major: major) { return nil }
+            if let resumption = JournalRecord.resumption(in: raw, after: applied, major: major) {
+                return JournalRecord.placeholders(
+                    after: applied, resumingAt: resumption.sequence, size: resumption.offset)?.bytes
+            }
+            guard let next = try JournalSegment.generations(in: directory).first(where: { $0 > current.generation }),
+                let following = try? JournalSegment.open(next, in: directory),
+                following.header.firstSequence > applied + 1
+            else { return nil }
+            return JournalRecord.placeholders(
+                after: applied, resumingAt: following.header.firstSequence - 1,
+                closing: .sealed(nextGeneration: next), size: raw.count)?.bytes
+        }
+        guard let placeholders else { return false }
+        // The segment's own descriptor appends wherever it writes (O_APPEND); this one writes
+        // in place. It must be the locked file, not something put at its name since.
+        let name = JournalSegment.name(current.generation)
+        guard let file = try directory.openIfPresent(name, flags: O_WRONLY | O_NONBLOCK) else { return false }
+        let (opened, locked) = (try file.status(), try current.file.status())
+        guard opened.device == locked.device && opened.inode == locked.inode else { return false }
+        try placeholders.withUnsafeBytes { try file.writeAll($0, atAbsoluteOffset: start) }
+        if durable { try file.synchronizeData() }
+        repairs += 1
+        return true
     }
 
     /// Appends `records` with one `write(2)` and moves past them.

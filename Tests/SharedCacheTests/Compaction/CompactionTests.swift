@@ -197,6 +197,31 @@ struct CompactionTests {
         #expect(intact.count == 4)
     }
 
+    /// A damaged length field makes a record seem to run past the end of the journal, as one
+    /// still being written does, so readers see nothing wrong; verify looks with the append lock
+    /// held, where no write can be in progress, and --repair stands a placeholder in for it.
+    @Test func verifyFindsAndRepairsADamagedLengthHidingLaterRecords() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        try cache.put(key: "a", data: Data("a".utf8))
+        let segment = URL(fileURLWithPath: directory("cache/journal/0000000000000001"))
+        let afterA = try Data(contentsOf: segment).count
+        try cache.put(key: "b", data: Data("b".utf8))
+        try cache.put(key: "c", data: Data("c".utf8))
+        var bytes = try Data(contentsOf: segment)
+        bytes[afterA + 6] ^= 0x08  // b's length now runs past the end
+        try bytes.write(to: segment)
+
+        let reader = try SharedCache(directory: directory("cache"))
+        #expect(try reader.get(key: "c") == nil)
+        #expect(try reader.verify().problems.map(\.kind) == [.damagedJournal])
+        #expect(try reader.get(key: "c") == nil)  // a plain verify changes nothing
+        let repaired = try reader.verify(repair: true)
+        #expect(repaired.problems.map(\.kind) == [.damagedJournal] && repaired.isClean)
+        #expect(try reader.get(key: "c")?.data == Data("c".utf8))
+        #expect(try SharedCache(directory: directory("cache")).verify().problems.isEmpty)
+    }
+
     @Test func verifyRepairsADamagedJournalTail() throws {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))

@@ -21,6 +21,7 @@ struct JournalRecordTests {
                 hash: hash, location: packed, bodySize: 1000, storedAt: 1, expiresAt: 2, key: Array("k".utf8), etag: [])),
         .moved(MovedRecord(hash: hash, from: packed, to: BodyLocation(pack: 0x9999, position: 32, length: 1100))),
         .retired(pack: 0x1234_5678_9ABC_DEF0),
+        .lost,
     ]
     static let packed = BodyLocation(pack: 0x1234_5678_9ABC_DEF0, position: 4096, length: 1100)
 

@@ -140,31 +140,67 @@ struct CheckpointTests {
         #expect(try fresh.statistics().entryCount == 2)
     }
 
-    /// sharedcache(5): a damaged record stops readers; the next writer truncates from it. The
-    /// entries it described become misses, never wrong bytes.
-    @Test func corruptRecordStopsReadersAndIsTruncatedByTheNextWriter() throws {
+    /// sharedcache(5): a damaged record stops readers; the next writer (here another process)
+    /// writes a `lost` placeholder over exactly its bytes, and the records after it read again. The entry it
+    /// described becomes a miss, never wrong bytes; nothing after it is lost.
+    @Test(arguments: JournalDamage.allCases)
+    func aDamagedRecordCostsOnlyItself(_ damage: JournalDamage) throws {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))
         try cache.put(key: "first", data: Data("1".utf8))
         let segment = directory("cache/journal/0000000000000001")
         let afterFirst = try FileManager.default.attributesOfItem(atPath: segment)[.size] as! Int
         try cache.put(key: "second", data: Data("2".utf8))
+        let afterSecond = try FileManager.default.attributesOfItem(atPath: segment)[.size] as! Int
         try cache.put(key: "third", data: Data("3".utf8))
+        let intact = try Data(contentsOf: URL(fileURLWithPath: segment))
 
-        var bytes = try Data(contentsOf: URL(fileURLWithPath: segment))
-        bytes[afterFirst + 20] ^= 0xFF  // inside the "second" record
+        var bytes = intact
+        bytes[afterFirst + damage.offsetInRecord] ^= damage.mask
         try bytes.write(to: URL(fileURLWithPath: segment))
 
         let reader = try SharedCache(directory: directory("cache"))
         #expect(try reader.get(key: "first")?.data == Data("1".utf8))
+        // A damaged length reads as a record still being written, until a writer comes; past a
+        // damaged record, readers read on at once.
+        #expect(try reader.get(key: "third")?.data == (damage == .length ? nil : Data("3".utf8)))
+        // The writer is another process; this one reads on past what it repaired.
+        #expect(try Worker.run(["put", directory("cache"), "fourth", "4"]).status == 0)
+        #expect(try reader.get(key: "third")?.data == Data("3".utf8))
+        #expect(try reader.get(key: "fourth")?.data == Data("4".utf8))
         #expect(try reader.get(key: "second") == nil)
-        #expect(try reader.get(key: "third") == nil)
-        try reader.put(key: "fourth", data: Data("4".utf8))
-        #expect(try reader.statistics().journalRepairs == 1)
+
+        // Only the damaged record's bytes changed, and nothing was truncated.
+        let repaired = try Data(contentsOf: URL(fileURLWithPath: segment))
+        #expect(repaired.prefix(afterFirst) == intact.prefix(afterFirst))
+        try #require(repaired.count > intact.count)
+        #expect(repaired[afterSecond..<intact.count] == intact[afterSecond...])
 
         let fresh = try SharedCache(directory: directory("cache"))
-        #expect(try fresh.get(key: "fourth")?.data == Data("4".utf8))
         #expect(try fresh.get(key: "first")?.data == Data("1".utf8))
+        #expect(try fresh.get(key: "second") == nil)
+        #expect(try fresh.get(key: "third")?.data == Data("3".utf8))
+        #expect(try fresh.get(key: "fourth")?.data == Data("4".utf8))
+        // The writer found a damaged length itself and wrote a placeholder over it; a damaged
+        // record every process reads past stays until verify --repair checkpoints it away.
+        let damageReported = try fresh.verify().problems.map(\.kind).contains(.damagedJournal)
+        #expect(damageReported == (damage == .payload))
+        #expect(try fresh.verify(repair: true).isClean)
+        #expect(try SharedCache(directory: directory("cache")).verify().problems.isEmpty)
+        #expect(try SharedCache(directory: directory("cache")).get(key: "third")?.data == Data("3".utf8))
+    }
+
+    /// Where a test damages a record, relative to its first byte.
+    enum JournalDamage: CaseIterable, CustomTestStringConvertible {
+        /// A bit inside the record: its checksum fails.
+        case payload
+        /// A high bit of its length: the frame seems to run past the end of the segment, as a
+        /// record still being written does.
+        case length
+
+        var offsetInRecord: Int { self == .payload ? 30 : 6 }
+        var mask: UInt8 { self == .payload ? 0xFF : 0x08 }
+        var testDescription: String { self == .payload ? "a flipped byte" : "a damaged length" }
     }
 
     /// A checkpointer that died after sealing but before creating the next segment: readers

@@ -1,5 +1,6 @@
 import Foundation
 import SharedCacheCLI
+import SharedCacheFormat
 import Testing
 
 #if canImport(Glibc)
@@ -194,7 +195,7 @@ struct HostileInvocationTests {
         try Data(content.utf8).write(to: URL(fileURLWithPath: "\(cache)/format"))
         let result = try run("get", "k")
         #expect(result.status == 65, "\(result.errors)")
-        try Data("sharedcache 2.0\n".utf8).write(to: URL(fileURLWithPath: "\(cache)/format"))
+        try Data(FormatVersion.current.encoded()).write(to: URL(fileURLWithPath: "\(cache)/format"))
         #expect(try run("get", "k").output == "v")
     }
 }

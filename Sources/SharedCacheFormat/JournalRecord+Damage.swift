@@ -1,0 +1,71 @@
+/// Finding whole records again after damage in the middle of a segment, and the placeholders a
+/// repair writes over the damaged bytes.
+///
+/// A damaged record must not cost the records after it: a flipped bit in one record (or in its
+/// length field, which makes the frame seem to run past the end) would otherwise read as a torn
+/// tail, and the repair that truncates a torn tail would throw every later record away. The
+/// repair instead finds where intact records resume and writes `lost` records over exactly the
+/// damaged bytes, one per sequence number that went with them, so every reader, old or new, reads
+/// on past the damage as if those records said nothing.
+extension JournalRecord {
+    /// Where intact records resume in `bytes`, which start at a damaged or cut-off frame and run
+    /// to the end of the segment; `nil` when none do (a torn or damaged tail).
+    ///
+    /// A candidate must be believable, not merely checksum-valid, because a key may hold bytes
+    /// that look like a frame: its sequence number comes after `lastSequence`, the records it
+    /// skips fit the bytes skipped (a frame is at least ``frameHeaderSize`` bytes), and it is the
+    /// last frame of the segment or the next frame continues its numbering.
+    package static func resumption(
+        in bytes: UnsafeRawBufferPointer, after lastSequence: UInt64, major: UInt16
+    ) -> (offset: Int, sequence: UInt64)? {
+        var offset = 1
+        while offset + frameHeaderSize <= bytes.count {
+            defer { offset += 1 }
+            guard case .record(_, let sequence, let size) = decodeFrame(bytes, at: offset, major: major),
+                sequence > lastSequence,
+                placeholdersFit(count: lostCount(before: sequence, after: lastSequence), size: offset)
+            else { continue }
+            let end = offset + size
+            if end == bytes.count { return (offset, sequence) }
+            if case .record(_, let next, _) = decodeFrame(bytes, at: end, major: major), next == sequence + 1 {
+                return (offset, sequence)
+            }
+        }
+        return nil
+    }
+
+    /// `lost` records for the sequence numbers after `lastSequence` and before `resumingAt`, then
+    /// `closing` (numbered `resumingAt`, when given), exactly `size` bytes in all, the last
+    /// record padded, and how many numbers were lost; `nil` when they do not fit.
+    ///
+    /// When no number is lost and nothing closes, one `lost` record numbered `lastSequence` fills
+    /// the bytes: every reader that reaches it has applied that number already and passes over it.
+    package static func placeholders(
+        after lastSequence: UInt64, resumingAt: UInt64, closing: JournalRecord? = nil, size: Int
+    ) -> (bytes: [UInt8], lost: UInt64)? {
+        let lost = lostCount(before: resumingAt, after: lastSequence)
+        guard lost <= UInt64(size / frameHeaderSize) else { return nil }
+        var frames: [(JournalRecord, UInt64)] = (0..<lost).map { (.lost, lastSequence + 1 + $0) }
+        if let closing { frames.append((closing, resumingAt)) }
+        if frames.isEmpty { frames = [(.lost, lastSequence)] }
+        var writer = ByteWriter(capacity: size)
+        for (record, sequence) in frames { record.encode(sequence: sequence, into: &writer) }
+        guard writer.count <= size else { return nil }
+        // Encoded again with the difference as the last record's padding, which readers ignore.
+        let padding = size - writer.count
+        writer = ByteWriter(capacity: size)
+        for (index, (record, sequence)) in frames.enumerated() {
+            record.encode(sequence: sequence, into: &writer, padding: index == frames.count - 1 ? padding : 0)
+        }
+        return (writer.bytes, lost)
+    }
+
+    /// Sequence numbers strictly between `lastSequence` and `sequence`.
+    private static func lostCount(before sequence: UInt64, after lastSequence: UInt64) -> UInt64 {
+        sequence > lastSequence + 1 ? sequence - lastSequence - 1 : 0
+    }
+
+    private static func placeholdersFit(count: UInt64, size: Int) -> Bool {
+        max(count, 1) <= UInt64(size / frameHeaderSize)
+    }
+}
