@@ -69,3 +69,25 @@ extension JournalRecord {
         max(count, 1) <= UInt64(size / frameHeaderSize)
     }
 }
+
+extension SegmentHeader {
+    /// The header a segment named `generation` was created with, worked out from the records
+    /// that follow it (`records`, from the header's end): its first record carries the first
+    /// sequence number, and the version is the one in which more of its records decode (a
+    /// version-1 location is shorter). `nil` when its first record is not whole and intact.
+    package static func reconstructed(generation: UInt64, records: UnsafeRawBufferPointer) -> SegmentHeader? {
+        var best: (header: SegmentHeader, decoded: Int)?
+        for major in stride(from: FormatVersion.current.major, through: 1, by: -1) {
+            var offset = 0, decoded = 0, first: UInt64?
+            while case .record(_, let sequence, let size) = JournalRecord.decodeFrame(records, at: offset, major: major) {
+                if first == nil { first = sequence }
+                decoded += 1
+                offset += size
+            }
+            if let first, decoded > best?.decoded ?? 0 {
+                best = (SegmentHeader(generation: generation, firstSequence: first, major: major), decoded)
+            }
+        }
+        return best?.header
+    }
+}

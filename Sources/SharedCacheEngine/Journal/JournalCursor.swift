@@ -195,15 +195,11 @@ package final class JournalCursor {
                 after: applied, resumingAt: following.header.firstSequence - 1,
                 closing: .sealed(nextGeneration: next), size: raw.count)?.bytes
         }
-        guard let placeholders else { return false }
-        // The segment's own descriptor appends wherever it writes (O_APPEND); this one writes
-        // in place. It must be the locked file, not something put at its name since.
-        let name = JournalSegment.name(current.generation)
-        guard let file = try directory.openIfPresent(name, flags: O_WRONLY | O_NONBLOCK) else { return false }
-        let (opened, locked) = (try file.status(), try current.file.status())
-        guard opened.device == locked.device && opened.inode == locked.inode else { return false }
-        try placeholders.withUnsafeBytes { try file.writeAll($0, atAbsoluteOffset: start) }
-        if durable { try file.synchronizeData() }
+        guard let placeholders,
+            try JournalSegment.writeInPlace(
+                placeholders, at: start, of: current.file, named: JournalSegment.name(current.generation),
+                in: directory, flush: durable)
+        else { return false }
         repairs += 1
         return true
     }

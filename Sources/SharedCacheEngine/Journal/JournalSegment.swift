@@ -70,18 +70,66 @@ package final class JournalSegment {
         }
         var bytes = [UInt8](repeating: 0, count: SegmentHeader.size)
         let count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
-        let header: SegmentHeader
-        do {
-            guard count == SegmentHeader.size else { throw FormatError.truncated }
-            header = try bytes.withUnsafeBytes { buffer throws(FormatError) in try SegmentHeader.decode(buffer) }
-            guard header.generation == generation else { throw FormatError.invalidField("generation") }
-        } catch let error as FormatError {
-            throw SharedCacheError(
+        func notASegment(_ error: FormatError) -> SharedCacheError {
+            SharedCacheError(
                 .corruptData,
                 "\(directory.path)/\(name) is not a journal segment (\(error)); remove it and run "
                     + "`sharedcache verify --repair`", path: "\(directory.path)/\(name)")
         }
+        let header: SegmentHeader
+        do {
+            guard count == SegmentHeader.size else { throw FormatError.truncated }
+            header = try bytes.withUnsafeBytes { buffer throws(FormatError) in try SegmentHeader.decode(buffer) }
+        } catch let error as FormatError {
+            // A damaged header; an intact one of a newer version is refused as it is.
+            if case .unsupportedVersion = error { throw notASegment(error) }
+            guard let rebuilt = try rebuildHeader(of: file, generation: generation, in: directory) else {
+                throw notASegment(error)
+            }
+            header = rebuilt
+        }
+        // An intact header of another generation: another segment, put here by hand.
+        guard header.generation == generation else { throw notASegment(.invalidField("generation")) }
         return JournalSegment(generation: generation, header: header, file: file, path: "\(directory.path)/\(name)")
+    }
+
+    /// Writes a damaged header anew when the records after it show what it was
+    /// (``SegmentHeader/reconstructed(generation:records:)``): its name gives the generation,
+    /// its first record the first sequence number. The header is never written otherwise, so
+    /// every process that finds it damaged writes the same bytes. `nil` when it cannot be.
+    private static func rebuildHeader(
+        of file: borrowing FileDescriptor, generation: UInt64, in directory: CacheDirectory
+    ) throws -> SegmentHeader? {
+        // Enough records to tell the versions apart; a first record may be up to 1 MiB.
+        let size = try file.sizeAndLinkCount().size
+        guard size > Int64(SegmentHeader.size) else { return nil }
+        let length = Int(min(size - Int64(SegmentHeader.size), Int64(JournalRecord.maximumPayloadSize + 4096)))
+        var records = [UInt8](repeating: 0, count: length)
+        let count = try records.withUnsafeMutableBytes {
+            try file.read(fromAbsoluteOffset: Int64(SegmentHeader.size), into: $0)
+        }
+        guard
+            let header = records.withUnsafeBytes({
+                SegmentHeader.reconstructed(generation: generation, records: UnsafeRawBufferPointer(rebasing: $0[..<count]))
+            })
+        else { return nil }
+        let written = try writeInPlace(header.encoded(), at: 0, of: file, named: name(generation), in: directory)
+        return written ? header : nil
+    }
+
+    /// Writes `bytes` at `offset` of the segment file `file`, in place: the segment's own
+    /// descriptor appends wherever it writes (`O_APPEND`). Flushed, as a header is whatever
+    /// `durable` says. Whether it wrote: not if something else was put at the name since.
+    static func writeInPlace(
+        _ bytes: [UInt8], at offset: Int64, of file: borrowing FileDescriptor, named name: String,
+        in directory: CacheDirectory, flush: Bool = true
+    ) throws -> Bool {
+        guard let writer = try directory.openIfPresent(name, flags: O_WRONLY | O_NONBLOCK) else { return false }
+        let (opened, expected) = (try writer.status(), try file.status())
+        guard opened.device == expected.device && opened.inode == expected.inode else { return false }
+        try bytes.withUnsafeBytes { try writer.writeAll($0, atAbsoluteOffset: offset) }
+        if flush { try writer.synchronizeData() }
+        return true
     }
 
     /// Creates a segment unless it already exists (another process may have created it first;

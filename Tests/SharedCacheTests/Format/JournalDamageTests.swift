@@ -99,4 +99,31 @@ struct JournalDamageTests {
         #expect(Records.decodeAll(seal.bytes).0.map(\.0) == [.sealed(nextGeneration: 2)])
         #expect(Records.decodeAll(seal.bytes).0.map(\.1) == [6])
     }
+
+    /// A damaged header is worked out again from the segment's records: the first one's sequence
+    /// number, and the version in which they decode.
+    @Test func aSegmentHeaderIsReconstructedFromItsRecords() throws {
+        var writer = ByteWriter()
+        for (index, record) in Self.records.enumerated() { record.encode(sequence: 41 + UInt64(index), into: &writer) }
+        let current = writer.bytes.withUnsafeBytes { SegmentHeader.reconstructed(generation: 9, records: $0) }
+        #expect(current == SegmentHeader(generation: 9, firstSequence: 41, major: FormatVersion.current.major))
+
+        // A version-1 record: an access with an 8-byte blob location, which version 2 cannot read.
+        var old = ByteWriter()
+        old.append(UInt32(0))
+        old.append(UInt32(0))
+        old.append(UInt64(7))
+        old.append(UInt8(5))
+        old.append(Records.hash)
+        old.append(UInt64(0xABCDEF))
+        old.append(Int64(77))
+        old.set(UInt32(old.count - JournalRecord.frameHeaderSize), at: 4)
+        let crc = old.bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[4...])) }
+        old.set(CRC32C.mask(crc), at: 0)
+        let versionOne = old.bytes.withUnsafeBytes { SegmentHeader.reconstructed(generation: 3, records: $0) }
+        #expect(versionOne == SegmentHeader(generation: 3, firstSequence: 7, major: 1))
+
+        let garbage = Array("not a journal record at all, not even close".utf8)
+        #expect(garbage.withUnsafeBytes { SegmentHeader.reconstructed(generation: 3, records: $0) } == nil)
+    }
 }

@@ -65,4 +65,28 @@ struct JournalRepairTests {
         #expect(try checkpointer.get(key: "c")?.data == Data("3".utf8))
         #expect(try SharedCache(directory: directory("cache")).get(key: "c")?.data == Data("3".utf8))
     }
+
+    /// A damaged header of the segment the manifest names: its name gives the generation and its
+    /// first record the first sequence number, so the opener writes it anew, and the records
+    /// after the checkpoint are kept (the advice was to remove the segment, and them with it).
+    @Test func aDamagedSegmentHeaderIsWrittenAnew() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        try cache.put(key: "checkpointed", data: Data("1".utf8))
+        try cache.checkpoint()
+        try cache.put(key: "after", data: Data("2".utf8))
+        let segment = URL(fileURLWithPath: directory("cache/journal/0000000000000002"))
+        let intact = try Data(contentsOf: segment)
+        var bytes = intact
+        bytes[12] ^= 0x40  // inside the generation field: the header's checksum fails
+        try bytes.write(to: segment)
+
+        // Another process opens it first and writes the header back.
+        let read = try Worker.run(["get", directory("cache"), "after"])
+        #expect(read.status == 0 && read.output == "2", "\(read.errors)")
+        #expect(try Data(contentsOf: segment) == intact)
+        let reopened = try SharedCache(directory: directory("cache"))
+        #expect(try reopened.get(key: "checkpointed")?.data == Data("1".utf8))
+        #expect(try reopened.verify().problems.isEmpty)
+    }
 }
