@@ -44,6 +44,9 @@ package final class JournalCursor {
     /// The last sequence number damage took that this cursor read past with no placeholder
     /// written (in a segment it did not hold the lock of); 0 when none.
     @exclusivity(unchecked) package private(set) var unrepairedLossThrough: UInt64 = 0
+    /// Where damage was found with no intact record after it, and the segment's size then: the
+    /// search is not made again until the segment grows or is repaired.
+    @exclusivity(unchecked) private var damageWithoutResumption: (generation: UInt64, offset: Int64, size: Int64)?
     @exclusivity(unchecked) private var buffer: [UInt8] = []
 
     /// Starts at the beginning of `segment`, treating records up to `lastSequence` as applied.
@@ -136,17 +139,21 @@ package final class JournalCursor {
                         // prefix of itself. Where intact records resume, read on from there, as
                         // every process does; the damage in a segment whose lock is held is left
                         // to the repair below, which stands placeholders in for it.
-                        let rest = UnsafeRawBufferPointer(rebasing: bytes[consumed...])
-                        if locked !== segment, count == available,
-                            let resumption = JournalRecord.resumption(
-                                in: rest, after: lastSequence, major: segment.header.major)
-                        {
-                            if resumption.sequence > lastSequence + 1 {
-                                lastSequence = resumption.sequence - 1
-                                unrepairedLossThrough = lastSequence
+                        let damage = (generation: segment.generation, offset: start + Int64(consumed), size: size)
+                        let searched = damageWithoutResumption.map { $0 == damage } ?? false
+                        if locked !== segment, count == available, !searched {
+                            if let resumption = JournalRecord.resumption(
+                                in: UnsafeRawBufferPointer(rebasing: bytes[consumed...]), after: lastSequence,
+                                major: segment.header.major)
+                            {
+                                if resumption.sequence > lastSequence + 1 {
+                                    lastSequence = resumption.sequence - 1
+                                    unrepairedLossThrough = lastSequence
+                                }
+                                consumed += resumption.offset
+                                continue
                             }
-                            consumed += resumption.offset
-                            continue
+                            damageWithoutResumption = damage
                         }
                         stop = .stoppedAtCorruption
                         break decoding
