@@ -119,8 +119,11 @@ extension HTTPExchange {
         return headers
     }
 
-    /// RFC 9110 §13.1: `If-None-Match` by weak comparison, else `If-Modified-Since`.
+    /// RFC 9110 §13.1: `If-None-Match` by weak comparison, else `If-Modified-Since`. Only a
+    /// stored 2xx can be "not modified" (§13.2.1: preconditions are ignored when the response
+    /// would be anything else), so a stored 404 answers as itself.
     func callerValidatorsMatch(_ candidate: StoredCandidate) -> Bool {
+        guard (200..<300).contains(candidate.response.status) else { return false }
         if let tags = request.value(forHTTPHeaderField: "If-None-Match") {
             return tags.split(separator: ",").contains { tag in
                 let tag = tag.trimmingSpaces()
