@@ -214,25 +214,43 @@ extension HTTPExchange {
         return revalidation
     }
 
-    /// A HEAD the cache could not answer: sent as is; a `200` whose validators match the stored
-    /// GET freshens it and updates its fields, as a 304 would (RFC 9111 §4.3.5). One whose
-    /// `Content-Length` differs from the stored body is about another representation.
+    /// A HEAD the cache could not answer: sent as is. A `200` that describes the stored GET
+    /// (``describes(_:_:)``) freshens it and updates its fields, as a 304 would; one that does
+    /// not is about another representation, and the stored GET is stale (RFC 9111 §4.3.5):
+    /// here, removed, since its validators could no longer revalidate it.
     func head(validating candidate: StoredCandidate?) async throws -> FetchResult {
         let requestTime = Clock.nowMilliseconds()
         let response = try await deliver(request)
         let responseTime = Clock.nowMilliseconds()
         var status = CacheStatus(forward: candidate == nil ? .uriMiss : .method)
         status.forwardStatus = response.status
-        if let candidate, response.status == 200, candidate.response.status == 200,
-            Self.selects(response.headers, candidate),
-            response.headers["Content-Length"].map({ Int($0.trimmingSpaces()) == Int(candidate.entry.bodySize) }) ?? true,
+        guard let candidate, response.status == 200 else { return downloaded(response, status) }
+        if candidate.response.status == 200, Self.describes(response.headers, candidate),
             let body = try await read(candidate)
         {
             let revalidation = try await freshen(candidate, body: body, by: response.headers, requestTime, responseTime)
             status.stored = true
             status.ttl = revalidation.lifetime == .max ? Int64(Int32.max) : revalidation.lifetime / 1000
+        } else {
+            let cache = cache
+            _ = try await cache.offPool {
+                try cache.remove(
+                    candidate.hash, key: Array(candidate.key.utf8), reason: .invalidated, at: candidate.entry.location)
+            }
         }
         return downloaded(response, status)
+    }
+
+    /// Whether a HEAD's `200` is about the stored GET response (RFC 9111 §4.3.5): each validator
+    /// it carries (`ETag`, `Last-Modified`) matches the stored one, and so does its
+    /// `Content-Length`, when it has one and the stored body is as sent (not decoded from a
+    /// `Content-Encoding`, which changes its size).
+    static func describes(_ headers: HTTPHeaders, _ candidate: StoredCandidate) -> Bool {
+        if let etag = headers["ETag"], !weakMatch(etag, candidate.etag) { return false }
+        if let lastModified = headers["Last-Modified"], lastModified != candidate.lastModified { return false }
+        let coding = candidate.response.headers["Content-Encoding"]?.trimmingSpaces().lowercased() ?? "identity"
+        guard coding == "identity", let length = headers["Content-Length"] else { return true }
+        return Int64(length.trimmingSpaces()) == Int64(candidate.entry.bodySize)
     }
 
     /// Whether a response's validators name the stored one (RFC 9111 §4.3.4's selection): the

@@ -32,4 +32,43 @@ extension ConformanceTests {
             #expect(answer.data == Data("missing".utf8), "\(condition)")
         }
     }
+
+    /// RFC 9111 §4.3.5: a HEAD's 200 whose validators are not the stored GET's is about another
+    /// representation; the stored one is stale, and the next GET goes to the origin.
+    @Test("RFC 9111 §4.3.5: a HEAD with another ETag makes the stored GET stale")
+    func aHeadAboutAnotherRepresentationMakesTheStoredGetStale() async throws {
+        let transport = ScriptedTransport([
+            TransportResponse(
+                status: 200, headers: ["Cache-Control": "max-age=3600", "ETag": "\"old\""], body: Data("old".utf8)),
+            TransportResponse(
+                status: 200, headers: ["Cache-Control": "max-age=3600", "ETag": "\"new\""], body: Data()),
+            TransportResponse(
+                status: 200, headers: ["Cache-Control": "max-age=3600", "ETag": "\"new\""], body: Data("new".utf8)),
+        ])
+        _ = try await fetch("/changed", transport: transport)
+        let head = try await fetch("/changed", [("Cache-Control", "no-cache")], method: "HEAD", transport: transport)
+        #expect(head.status == 200 && head.headers["ETag"] == "\"new\"")
+        let after = try await fetch("/changed", transport: transport)
+        #expect(after.source == .downloaded && after.data == Data("new".utf8))
+    }
+
+    /// RFC 9111 §4.3.5: only the validators a HEAD's 200 carries are compared; one with the
+    /// stored `Last-Modified` and no `ETag` is about the stored GET, and freshens it.
+    @Test("RFC 9111 §4.3.5: a HEAD is compared by the validators it carries")
+    func aHeadIsComparedByTheValidatorsItCarries() async throws {
+        let modified = "Thu, 01 Jan 2015 00:00:00 GMT"
+        let transport = ScriptedTransport([
+            TransportResponse(
+                status: 200, headers: ["Cache-Control": "max-age=0", "ETag": "\"t\"", "Last-Modified": modified],
+                body: Data("kept".utf8)),
+            TransportResponse(
+                status: 200,
+                headers: ["Cache-Control": "max-age=3600", "Last-Modified": modified, "X-From-Head": "yes"],
+                body: Data()),
+        ])
+        _ = try await fetch("/described", transport: transport)
+        _ = try await fetch("/described", method: "HEAD", transport: transport)
+        let after = try await fetch("/described", transport: transport)
+        #expect(after.source == .fresh && after.data == Data("kept".utf8) && after.headers["X-From-Head"] == "yes")
+    }
 }
