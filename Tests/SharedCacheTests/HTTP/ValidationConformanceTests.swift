@@ -71,4 +71,53 @@ extension ConformanceTests {
         let after = try await fetch("/described", transport: transport)
         #expect(after.source == .fresh && after.data == Data("kept".utf8) && after.headers["X-From-Head"] == "yes")
     }
+
+    /// RFC 9111 §4.4: a non-error answer to an unsafe method (one whose safety the cache does
+    /// not know included) invalidates its URL and the `Location` and `Content-Location` it names
+    /// on the same origin; another origin's URL, and an error, invalidate nothing.
+    @Test("RFC 9111 §4.4: unsafe requests invalidate the URL, its Location and its Content-Location")
+    func unsafeRequestsInvalidate() async throws {
+        let elsewhere = URL(string: "http://elsewhere.invalid/loc")!
+        let same = origin.url("/cl").absoluteString
+        let transport = RoutedTransport { request in
+            switch (request.httpMethod ?? "GET", request.url?.path ?? "") {
+            case ("GET", let path):
+                TransportResponse(status: 200, headers: ["Cache-Control": "max-age=3600"], body: Data(path.utf8))
+            case ("POST", "/form"):
+                TransportResponse(status: 201, headers: ["Location": "/loc", "Content-Location": same], body: Data())
+            case ("POST", "/away"):
+                TransportResponse(status: 303, headers: ["Location": elsewhere.absoluteString], body: Data())
+            case (_, "/failed"):
+                TransportResponse(status: 500, headers: ["Location": "/loc"], body: Data())
+            default:
+                TransportResponse(status: 200, headers: [:], body: Data())
+            }
+        }
+        func get(_ url: URL) async throws -> FetchSource {
+            try await cache.fetch(URLRequest(url: url), transport: transport).source
+        }
+        let stored = ["/form", "/loc", "/cl", "/failed", "/search", "/away"].map(origin.url) + [elsewhere]
+        for url in stored { #expect(try await get(url) == .downloaded, "\(url)") }
+
+        _ = try await fetch("/form", method: "POST", transport: transport)
+        _ = try await fetch("/search", method: "M-SEARCH", transport: transport)
+        _ = try await fetch("/away", method: "POST", transport: transport)
+        _ = try await fetch("/failed", method: "PUT", transport: transport)
+        for path in ["/form", "/loc", "/cl", "/search", "/away"] {
+            #expect(try await get(origin.url(path)) == .downloaded, "\(path)")
+        }
+        #expect(try await get(elsewhere) == .fresh)
+        #expect(try await get(origin.url("/failed")) == .fresh)
+    }
+}
+
+/// Answers each request as `answer` says, whatever its URL or method.
+final class RoutedTransport: HTTPTransport {
+    private let answer: @Sendable (URLRequest) -> TransportResponse
+
+    init(_ answer: @escaping @Sendable (URLRequest) -> TransportResponse) {
+        self.answer = answer
+    }
+
+    func send(_ request: URLRequest) async throws -> TransportResponse { answer(request) }
 }
