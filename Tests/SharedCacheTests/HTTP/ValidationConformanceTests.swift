@@ -109,6 +109,31 @@ extension ConformanceTests {
         #expect(try await get(elsewhere) == .fresh)
         #expect(try await get(origin.url("/failed")) == .fresh)
     }
+
+    /// RFC 9111 §4.1: `Vary: *` matches no request. §5.4: a request's `Pragma: no-cache` is its
+    /// `no-cache` when it has no `Cache-Control`, and is ignored when it has one. §5.2.1.5: a
+    /// request's `no-store` stores nothing of its response.
+    @Test("RFC 9111 §4.1, §5.4, §5.2.1.5: Vary: * never matches; Pragma: no-cache revalidates; no-store stores")
+    func requestsAStoredResponseMayNotAnswer() async throws {
+        let transport = RoutedTransport { request in
+            let path = request.url?.path ?? ""
+            var headers: HTTPHeaders = ["Cache-Control": "max-age=3600", "ETag": "\"p\""]
+            if path == "/star" { headers.append("Vary", "*") }
+            let status = request.value(forHTTPHeaderField: "If-None-Match") == "\"p\"" ? 304 : 200
+            return TransportResponse(status: status, headers: headers, body: Data(status == 200 ? path.utf8 : "".utf8))
+        }
+        _ = try await fetch("/star", transport: transport)
+        #expect(try await fetch("/star", transport: transport).source == .downloaded)
+
+        _ = try await fetch("/pragma", transport: transport)
+        #expect(try await fetch("/pragma", [("Pragma", "no-cache")], transport: transport).source == .revalidated)
+        let both = [("Pragma", "no-cache"), ("Cache-Control", "max-stale")]
+        #expect(try await fetch("/pragma", both, transport: transport).source == .fresh)
+
+        let unstored = try await fetch("/unstored", [("Cache-Control", "no-store")], transport: transport)
+        #expect(unstored.source == .downloaded && unstored.status == 200)
+        #expect(try await fetch("/unstored", [("Cache-Control", "only-if-cached")], transport: transport).status == 504)
+    }
 }
 
 /// Answers each request as `answer` says, whatever its URL or method.
