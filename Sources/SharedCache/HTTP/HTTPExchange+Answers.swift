@@ -151,12 +151,16 @@ extension HTTPExchange {
     /// The stored response in place of a failure or a 5xx, where allowed (RFC 9111 §4.2.4, RFC
     /// 5861 §4): never when it says `must-revalidate` or `no-cache`; otherwise when the caller
     /// opted in (``FetchOptions/staleIfError``) or a `stale-if-error` in the response or the
-    /// request covers how stale it is.
-    func staleAnswer(_ candidate: StoredCandidate?, status: CacheStatus) async throws -> FetchResult? {
+    /// request covers how stale it is, and the failure is one it names: no answer at all, or a
+    /// 500, 502, 503 or 504 (`errorStatus`); a 501 or a 505 is the origin's answer.
+    func staleAnswer(_ candidate: StoredCandidate?, status: CacheStatus, errorStatus: Int? = nil) async throws
+        -> FetchResult?
+    {
         guard let candidate, !candidate.response.mustRevalidate else { return nil }
         let staleness = max(0, -candidate.remaining(at: Clock.nowMilliseconds()))
         let windows = [candidate.directives.staleIfError, directives.staleIfError].compactMap { $0 }
-        guard options.staleIfError || windows.contains(where: { staleness <= $0.saturatingMilliseconds }),
+        let isError = errorStatus.map { [500, 502, 503, 504].contains($0) } ?? true
+        guard options.staleIfError || isError && windows.contains(where: { staleness <= $0.saturatingMilliseconds }),
             let body = try await read(candidate)
         else { return nil }
         var status = status

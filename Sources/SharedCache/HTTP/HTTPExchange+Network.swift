@@ -69,7 +69,11 @@ extension HTTPExchange {
             response = whole
         }
         status.forwardStatus = response.status
-        if response.status >= 500, let stale = try await staleAnswer(fallback, status: status) { return stale }
+        if response.status >= 500,
+            let stale = try await staleAnswer(fallback, status: status, errorStatus: response.status)
+        {
+            return stale
+        }
 
         if response.status == 304, let candidate, candidate.etag != nil || candidate.lastModified != nil {
             // The safety rule: serve a 304 only with the pinned body, checked now, and only if

@@ -134,6 +134,25 @@ extension ConformanceTests {
         #expect(unstored.source == .downloaded && unstored.status == 200)
         #expect(try await fetch("/unstored", [("Cache-Control", "only-if-cached")], transport: transport).status == 504)
     }
+
+    /// RFC 5861 §4: an error is a 500, 502, 503 or 504, or no answer; a 501 is the origin's
+    /// answer, and no directive allows a stale response in its place (RFC 9111 §4.2.4).
+    @Test("RFC 5861 §4: stale-if-error answers a 502, never a 501")
+    func staleIfErrorCoversOnlyTheErrorsItNames() async throws {
+        for (status, servesStale) in [(502, true), (501, false)] {
+            let path = "/sie\(status)"
+            let transport = ScriptedTransport([
+                TransportResponse(
+                    status: 200, headers: ["Cache-Control": "max-age=0, stale-if-error=3600", "ETag": "\"s\""],
+                    body: Data("kept".utf8)),
+                TransportResponse(status: status, headers: [:], body: Data("error".utf8)),
+            ])
+            _ = try await fetch(path, transport: transport)
+            let answer = try await fetch(path, transport: transport)
+            #expect(answer.status == (servesStale ? 200 : status), "\(status)")
+            #expect(answer.source == (servesStale ? .offline : .downloaded), "\(status)")
+        }
+    }
 }
 
 /// Answers each request as `answer` says, whatever its URL or method.
