@@ -15,7 +15,8 @@ public struct FetchOptions: Sendable, Hashable {
     /// When the network fails or the origin answers 5xx, serve the stored response however
     /// stale (unless it says `must-revalidate` or `no-cache`) as ``FetchSource/offline``.
     /// Without it, a `stale-if-error` directive in the response or the request (RFC 5861 §4)
-    /// still allows as much staleness as it names.
+    /// still allows as much staleness as it names, for the errors it names: no answer, or a
+    /// 500, 502, 503 or 504.
     public var staleIfError: Bool
     /// Give a response with `Last-Modified` and no explicit freshness (no `max-age`, no
     /// `Expires`) a heuristic lifetime of 10 % of its age, at most ``heuristicFreshnessLimit``,
