@@ -74,6 +74,11 @@ struct HTTPExchange: Sendable {
             || request.value(forHTTPHeaderField: "If-Modified-Since") != nil
     }
 
+    var hasOriginPreconditions: Bool {
+        request.value(forHTTPHeaderField: "If-Match") != nil
+            || request.value(forHTTPHeaderField: "If-Unmodified-Since") != nil
+    }
+
     /// The cap on heuristic lifetimes, in milliseconds; `nil` when the heuristic is off.
     var heuristicCap: Int64? {
         options.heuristicFreshness ? Int64(clamping: options.heuristicFreshnessLimit.nanoseconds / 1_000_000) : nil
@@ -82,6 +87,9 @@ struct HTTPExchange: Sendable {
     // MARK: GET and HEAD
 
     func retrieve(headOnly: Bool) async throws -> FetchResult {
+        // RFC 9111 §4.3.2: `If-Match` and `If-Unmodified-Since` are for the origin to evaluate
+        // (RFC 9110 §13.1.1, §13.1.4); a stored response cannot say whether they hold.
+        if hasOriginPreconditions { return try await passThrough(.request) }
         let directives = directives
         let primaryKey = options.cacheKey ?? CacheEngine.cacheKey(for: url)
         let cache = cache

@@ -146,23 +146,27 @@ extension CacheEngine {
         return components.string ?? url.absoluteString
     }
 
-    /// The key of the variant of `primaryKey` that `request` selects. A newline cannot occur in
-    /// a URL, so no variant key is another URL's key.
+    /// The key of the variant of `primaryKey` that `request` selects: a line per field named,
+    /// `name: value`, or the name alone when the request lacks the field. A newline cannot occur
+    /// in a URL, so no variant key is another URL's key, nor the URL's own.
     static func variantKey(_ primaryKey: String, names: [String], request: URLRequest) -> String {
-        ([primaryKey] + varyValues(names: names, request: request).map { "\($0.name): \($0.value)" })
+        let values = varyValues(names: names, request: request)
+        return ([primaryKey] + names.map { name in values[name].map { "\(name): \($0)" } ?? name })
             .joined(separator: "\n")
     }
 
     /// The request's values of the fields named (lowercase), normalised as RFC 9111 §4.1
-    /// allows: several fields of a name combined into one list (URLRequest does that), each
+    /// allows; a field the request lacks is left out, as it matches only a request that lacks
+    /// it too, never one that sends it empty (§4.1). Several fields of a name are combined into
+    /// one list (URLRequest does that), each
     /// member's surrounding whitespace removed and inner whitespace runs made one space, members
     /// joined by ", ", and the values of ``caseInsensitiveValues`` lowercased. So `en,fr`,
     /// `EN , fr` and two fields `en` and `fr` select one variant; `fr, en` does not (order is a
     /// preference).
     static func varyValues(names: [String], request: URLRequest) -> HTTPHeaders {
         HTTPHeaders(
-            names.map { name in
-                let value = request.value(forHTTPHeaderField: name) ?? ""
+            names.compactMap { name in
+                guard let value = request.value(forHTTPHeaderField: name) else { return nil }
                 let members = value.split(separator: ",", omittingEmptySubsequences: false).map { member in
                     member.split(whereSeparator: { $0 == " " || $0 == "\t" }).joined(separator: " ")
                 }

@@ -135,6 +135,42 @@ extension ConformanceTests {
         #expect(try await fetch("/unstored", [("Cache-Control", "only-if-cached")], transport: transport).status == 504)
     }
 
+    /// RFC 9111 §4.3.2: `If-Match` and `If-Unmodified-Since` are the origin's to evaluate; a
+    /// fresh stored response does not answer a request that carries one.
+    @Test("RFC 9111 §4.3.2: a request with If-Match or If-Unmodified-Since goes to the origin")
+    func originPreconditionsGoToTheOrigin() async throws {
+        let transport = ScriptedTransport([
+            TransportResponse(
+                status: 200, headers: ["Cache-Control": "max-age=3600", "ETag": "\"a\""], body: Data("a".utf8)),
+            TransportResponse(status: 412, headers: [:], body: Data()),
+        ])
+        _ = try await fetch("/preconditions", transport: transport)
+        for condition in [("If-Match", "\"b\""), ("If-Unmodified-Since", "Thu, 01 Jan 2015 00:00:00 GMT")] {
+            let answer = try await fetch("/preconditions", [condition], transport: transport)
+            #expect(answer.status == 412 && answer.source == .downloaded, "\(condition)")
+        }
+        #expect(try await fetch("/preconditions", transport: transport).source == .fresh)
+    }
+
+    /// RFC 9111 §4.1: a field named by `Vary` that a request lacks matches only a request that
+    /// lacks it too, never one that sends it with an empty value.
+    @Test("RFC 9111 §4.1: an absent Vary field does not match an empty one")
+    func anAbsentVaryFieldMatchesOnlyAnAbsentOne() async throws {
+        let transport = ScriptedTransport([
+            TransportResponse(
+                status: 200, headers: ["Cache-Control": "max-age=3600", "Vary": "X-Variant"],
+                body: Data("without".utf8)),
+            TransportResponse(
+                status: 200, headers: ["Cache-Control": "max-age=3600", "Vary": "X-Variant"],
+                body: Data("empty".utf8)),
+        ])
+        _ = try await fetch("/vary-absent", transport: transport)
+        let empty = try await fetch("/vary-absent", [("X-Variant", "")], transport: transport)
+        #expect(empty.source == .downloaded && empty.data == Data("empty".utf8))
+        let without = try await fetch("/vary-absent", transport: transport)
+        #expect(without.source == .fresh && without.data == Data("without".utf8))
+    }
+
     /// RFC 5861 §4: an error is a 500, 502, 503 or 504, or no answer; a 501 is the origin's
     /// answer, and no directive allows a stale response in its place (RFC 9111 §4.2.4).
     @Test("RFC 5861 §4: stale-if-error answers a 502, never a 501")
