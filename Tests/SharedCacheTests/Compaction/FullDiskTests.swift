@@ -59,8 +59,12 @@ struct FullDiskTests {
         #expect(try cache.statistics().totalBytes <= limit)
         #expect(try cache.verify().isClean)
         // And the cache works again once the filler is gone; the reserve is back after a pass.
-        // (Closed first: an open file keeps its blocks. Evicted packed bodies give their space
-        // back with their segment, a minute later, so only the filler's going frees it now.)
+        // (Evicted packed bodies give their space back with their segment, a minute later, so
+        // only the filler's going frees it now. Truncated first: an unlinked file keeps its
+        // blocks while any process holds it open, and a child another test's thread is starting
+        // holds a copy of every descriptor of this process until it closes them before exec.
+        // Truncating frees the blocks whoever holds the file.)
+        try filler.truncate(atOffset: 0)
         try filler.close()
         try FileManager.default.removeItem(atPath: "\(mountPoint)/filler")
         try cache.put(key: "after", data: Data("works".utf8))
