@@ -83,12 +83,25 @@ extension Compactor {
                 let records = try cache.withState { state in
                     state.live.index.compactMap { hash, entry in entry.location.pack == pack.pack ? (hash, entry.location) : nil }
                 }
-                try move(records)
+                do {
+                    try move(records)
+                } catch where Self.isNoSpace(error) {
+                    // No room for the copies on a full disk: the moves made are journaled, this
+                    // segment stays, and no other is compacted this pass. The segments with
+                    // nothing live still go below, which is what gives the space back.
+                    break
+                }
                 retiring.append(pack)
                 result.entriesMoved += records.count
             }
             guard !retiring.isEmpty else { return result }
-            try cache.commit { _ in (retiring.map { JournalRecord.retired(pack: $0.pack) }, ()) }
+            let retired = retiring.map { JournalRecord.retired(pack: $0.pack) }
+            do {
+                try cache.commit { _ in (retired, ()) }
+            } catch where Self.isNoSpace(error) && cache.directory.releaseReserve() {
+                // The reserve makes room to journal what frees the space.
+                try cache.commit { _ in (retired, ()) }
+            }
             for pack in retiring { try cache.bodies.delete(pack) }
             result.segmentsRetired = retiring.count
             result.bytesReclaimed = retiring.reduce(0) { $0 + $1.size }
@@ -98,6 +111,12 @@ extension Compactor {
 
     /// Copies `records` to this process's segment and journals the moves, a batch at a time;
     /// damaged ones are journaled as removed. Afterwards no entry is left at the old places.
+    /// Whether `error` is a full disk or quota, as a system call or the engine reports it.
+    private static func isNoSpace(_ error: any Error) -> Bool {
+        if let error = error as? SystemError { return error.errno == ENOSPC || error.errno == EDQUOT }
+        return (error as? SharedCacheError)?.code == .noSpace
+    }
+
     private func move(_ records: [(KeyHash, BodyLocation)]) throws {
         for start in stride(from: 0, to: records.count, by: Self.batchSize) {
             let batch = records[start..<min(start + Self.batchSize, records.count)]
