@@ -34,19 +34,18 @@ extension JournalRecord {
         return nil
     }
 
-    /// `lost` records for the sequence numbers after `lastSequence` and before `resumingAt`, then
-    /// `closing` (numbered `resumingAt`, when given), exactly `size` bytes in all, the last
-    /// record padded, and how many numbers were lost; `nil` when they do not fit.
+    /// `lost` records for the sequence numbers after `lastSequence` and before `resumingAt`,
+    /// exactly `size` bytes in all, the last record padded, and how many numbers were lost;
+    /// `nil` when they do not fit.
     ///
-    /// When no number is lost and nothing closes, one `lost` record numbered `lastSequence` fills
-    /// the bytes: every reader that reaches it has applied that number already and passes over it.
+    /// When no number is lost, one `lost` record numbered `lastSequence` fills the bytes: every
+    /// reader that reaches it has applied that number already and passes over it.
     package static func placeholders(
-        after lastSequence: UInt64, resumingAt: UInt64, closing: JournalRecord? = nil, size: Int
+        after lastSequence: UInt64, resumingAt: UInt64, size: Int
     ) -> (bytes: [UInt8], lost: UInt64)? {
         let lost = lostCount(before: resumingAt, after: lastSequence)
         guard lost <= UInt64(size / frameHeaderSize) else { return nil }
         var frames: [(JournalRecord, UInt64)] = (0..<lost).map { (.lost, lastSequence + 1 + $0) }
-        if let closing { frames.append((closing, resumingAt)) }
         if frames.isEmpty { frames = [(.lost, lastSequence)] }
         var writer = ByteWriter(capacity: size)
         for (record, sequence) in frames { record.encode(sequence: sequence, into: &writer) }

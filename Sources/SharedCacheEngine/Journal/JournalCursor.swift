@@ -163,13 +163,15 @@ package final class JournalCursor {
             offset += Int64(consumed)
 
             if let stop, sealedNext == nil {
-                // Only the segment whose lock is held: following a seal from it leads into the
-                // next segment, whose own lock another process may hold while it writes there,
-                // so a record cut off by the end of the file there is being written, not torn.
-                guard let locked, locked === segment else { return stop }
+                // Only the segment whose lock is held is repaired: following a seal from it leads
+                // into the next segment, whose own lock another process may hold while it writes
+                // there, so a record cut off by the end of the file there is being written.
+                let holdsLock = locked === segment
                 // Holding the append lock: nobody is mid-write, so whatever follows the last
                 // whole record is damage, or a torn write from a process that died.
-                if try replaceDamage(in: directory, durable: durable) { continue }
+                if holdsLock, try replaceDamage(in: directory, durable: durable) { continue }
+                if try followLaterSegment(in: directory) { continue }
+                guard holdsLock else { return stop }
                 try segment.file.truncate(to: offset)
                 repairs += 1
                 return .upToDate
@@ -177,8 +179,27 @@ package final class JournalCursor {
         }
     }
 
+    /// Past damage that no intact record follows, in a segment a later one succeeds: reads on
+    /// in the later segment, as if sealed there; whether it did. A segment is made only after
+    /// the seal of the one before is written and flushed, so this one was sealed, and the
+    /// damage took its seal (and any records just before it). Every process, writer or reader,
+    /// reads on the same way; `verify --repair` checkpoints past it.
+    private func followLaterSegment(in directory: CacheDirectory) throws -> Bool {
+        let current = segment.generation
+        guard let next = try JournalSegment.generations(in: directory).first(where: { $0 > current }),
+            let following = try? JournalSegment.open(next, in: directory),
+            following.header.firstSequence > lastSequence
+        else { return false }
+        if following.header.firstSequence > lastSequence + 1 {
+            lastSequence = following.header.firstSequence - 1
+            unrepairedLossThrough = lastSequence
+        }
+        sealedNext = next
+        return true
+    }
+
     /// Writes `lost` placeholders over the damage at the position, if intact records follow it
-    /// in this segment, or a later segment shows the damage took this one's seal; whether it did.
+    /// in this segment; whether it did.
     ///
     /// A whole record numbered out of turn is left to truncation: no bit flip makes one.
     private func replaceDamage(in directory: CacheDirectory, durable: Bool) throws -> Bool {
@@ -188,19 +209,11 @@ package final class JournalCursor {
         let count = try bytes.withUnsafeMutableBytes { try current.file.read(fromAbsoluteOffset: start, into: $0) }
         guard count == bytes.count else { return false }
         let major = current.header.major
-        let placeholders = try bytes.withUnsafeBytes { raw -> [UInt8]? in
+        let placeholders = bytes.withUnsafeBytes { raw -> [UInt8]? in
             if case .record = JournalRecord.decodeFrame(raw, at: 0, major: major) { return nil }
-            if let resumption = JournalRecord.resumption(in: raw, after: applied, major: major) {
-                return JournalRecord.placeholders(
-                    after: applied, resumingAt: resumption.sequence, size: resumption.offset)?.bytes
-            }
-            guard let next = try JournalSegment.generations(in: directory).first(where: { $0 > current.generation }),
-                let following = try? JournalSegment.open(next, in: directory),
-                following.header.firstSequence > applied + 1
-            else { return nil }
+            guard let resumption = JournalRecord.resumption(in: raw, after: applied, major: major) else { return nil }
             return JournalRecord.placeholders(
-                after: applied, resumingAt: following.header.firstSequence - 1,
-                closing: .sealed(nextGeneration: next), size: raw.count)?.bytes
+                after: applied, resumingAt: resumption.sequence, size: resumption.offset)?.bytes
         }
         guard let placeholders,
             try JournalSegment.writeInPlace(
