@@ -78,7 +78,9 @@ extension SegmentHeader {
         var best: (header: SegmentHeader, decoded: Int)?
         for major in stride(from: FormatVersion.current.major, through: 1, by: -1) {
             var offset = 0, decoded = 0, first: UInt64?
-            while case .record(_, let sequence, let size) = JournalRecord.decodeFrame(records, at: offset, major: major) {
+            while case .record(_, let sequence, let size) = JournalRecord.decodeFrame(
+                records, at: offset, major: major)
+            {
                 if first == nil { first = sequence }
                 decoded += 1
                 offset += size
