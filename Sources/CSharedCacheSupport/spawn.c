@@ -1,6 +1,19 @@
 #define _GNU_SOURCE
 #include "CSharedCacheSupport.h"
 
+#include <errno.h>
+
+#if defined(__APPLE__)
+#include <TargetConditionals.h>
+#endif
+
+// posix_spawn(3) is prohibited on iOS, tvOS and watchOS; only the tools start processes, and
+// they run on macOS and Linux.
+#if !defined(__APPLE__) || TARGET_OS_OSX
+#define SCS_CAN_SPAWN 1
+#endif
+
+#if defined(SCS_CAN_SPAWN)
 #include <signal.h>
 #include <spawn.h>
 #include <unistd.h>
@@ -13,18 +26,24 @@
 #endif
 
 /// Closes every descriptor from 3 up in the child, after the standard ones are in place.
-static int close_the_rest(posix_spawn_file_actions_t *actions, short *flags) {
+/// `inherited` says which of 0-2 the child keeps as this process has them.
+static int close_the_rest(posix_spawn_file_actions_t *actions, short *flags, const int inherited[3]) {
 #if defined(__APPLE__)
-    (void)actions;
-    *flags |= POSIX_SPAWN_CLOEXEC_DEFAULT;  // only what the file actions name is inherited
+    // Only what the file actions name is inherited, standard streams included: name those kept.
+    *flags |= POSIX_SPAWN_CLOEXEC_DEFAULT;
+    for (int target = 0; target < 3; target++) {
+        if (!inherited[target]) continue;
+        int error = posix_spawn_file_actions_addinherit_np(actions, target);
+        if (error != 0) return error;
+    }
     return 0;
 #elif defined(SCS_HAS_ADDCLOSEFROM)
-    (void)flags;
+    (void)flags; (void)inherited;
     return posix_spawn_file_actions_addclosefrom_np(actions, 3);
 #else
     // glibc ignores EBADF from a close action, so closing unopened descriptors costs nothing but
     // the list; the bound keeps it short when the limit is huge.
-    (void)flags;
+    (void)flags; (void)inherited;
     long limit = sysconf(_SC_OPEN_MAX);
     if (limit < 0 || limit > 65536) limit = 65536;
     for (int fd = 3; fd < limit; fd++) {
@@ -51,10 +70,11 @@ int scs_spawn(int *pid, const char *path, char *const arguments[], char *const e
     sigemptyset(&nothing_blocked);
     // In order: standard error may name 1, which must already be the child's standard output.
     const int sources[3] = {input, output, error_output};
+    const int inherited[3] = {input < 0, output < 0, error_output < 0};
     for (int target = 0; target < 3 && error == 0; target++) {
         if (sources[target] >= 0) error = posix_spawn_file_actions_adddup2(&actions, sources[target], target);
     }
-    if (error == 0) error = close_the_rest(&actions, &flags);
+    if (error == 0) error = close_the_rest(&actions, &flags, inherited);
     if (error == 0) error = posix_spawnattr_setsigmask(&attributes, &nothing_blocked);
     if (error == 0) error = posix_spawnattr_setflags(&attributes, flags);
     if (error == 0) {
@@ -66,3 +86,14 @@ int scs_spawn(int *pid, const char *path, char *const arguments[], char *const e
     posix_spawn_file_actions_destroy(&actions);
     return error;
 }
+
+#else
+
+int scs_spawn(int *pid, const char *path, char *const arguments[], char *const environment[],
+              int input, int output, int error_output) {
+    (void)pid; (void)path; (void)arguments; (void)environment;
+    (void)input; (void)output; (void)error_output;
+    return ENOSYS;
+}
+
+#endif

@@ -1,5 +1,6 @@
 package import Foundation
 import CSharedCacheSupport
+import SharedCachePlatform
 
 #if canImport(Glibc)
 import Glibc
@@ -84,10 +85,9 @@ package final class ChildProcess: @unchecked Sendable {
     private let input: FileHandle?
     /// The child's process ID.
     package let processID: Int32
-    /// How the child ended, once reaped; guarded by `reaping`. While it is `nil` the child's
-    /// process ID is still its own, so signalling it under the lock cannot reach a stranger.
-    private var termination: Termination?
-    private let reaping = NSLock()
+    /// How the child ended, once reaped. While it is `nil` the child's process ID is still its
+    /// own, so signalling it under the lock cannot reach a stranger.
+    private let termination = Locked<Termination?>(nil)
 
     /// Starts `executable`. The child gets the standard streams asked for and no other
     /// descriptor of this process (``scs_spawn``), so a pipe or a lock another thread holds open
@@ -177,7 +177,7 @@ package final class ChildProcess: @unchecked Sendable {
 
     /// Whether the child has not ended yet (reaping it if it has).
     package var isRunning: Bool {
-        reaping.withLock { reap(waiting: false) == nil }
+        termination.withLock { reap(&$0, waiting: false) == nil }
     }
 
     /// The next line of ``output``, without its newline; `nil` if none came within `timeout`
@@ -198,12 +198,12 @@ package final class ChildProcess: @unchecked Sendable {
 
     deinit {
         // An ended child nobody waited for is reaped here rather than left a zombie.
-        _ = reaping.withLock { reap(waiting: false) }
+        _ = termination.withLock { reap(&$0, waiting: false) }
     }
 
     /// Sends `number` to the child with kill(2), unless it has ended and been reaped.
     package func signal(_ number: Int32) {
-        reaping.withLock {
+        termination.withLock { termination in
             if termination == nil { _ = kill(processID, number) }
         }
     }
@@ -216,11 +216,12 @@ package final class ChildProcess: @unchecked Sendable {
     package func wait() -> Termination {
         var info = siginfo_t()
         while waitid(P_PID, id_t(processID), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
-        return reaping.withLock { reap(waiting: true) } ?? .exited(-1)
+        return termination.withLock { reap(&$0, waiting: true) } ?? .exited(-1)
     }
 
-    /// How the child ended, reaping it if it has, with `reaping` held; `nil` while it runs.
-    private func reap(waiting: Bool) -> Termination? {
+    /// How the child ended, reaping it if it has, with `termination`'s lock held; `nil` while
+    /// it runs.
+    private func reap(_ termination: inout Termination?, waiting: Bool) -> Termination? {
         if let termination { return termination }
         var status: Int32 = 0
         var reaped: Int32

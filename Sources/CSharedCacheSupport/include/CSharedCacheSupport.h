@@ -41,7 +41,8 @@ int scs_pipe_cloexec(int ends[2]);
 /// `output` and `error_output` (each -1: this process's own; `error_output` may be 1, the child's
 /// standard output), and it inherits no other descriptor, whatever their close-on-exec flags:
 /// a descriptor another thread opened meanwhile must not keep a pipe or a lock open in the
-/// child. Returns 0 and sets `pid`, or an errno value (ENOENT, EACCES: the executable).
+/// child. Returns 0 and sets `pid`, or an errno value (ENOENT, EACCES: the executable; ENOSYS
+/// on iOS, tvOS and watchOS, where processes cannot be started).
 int scs_spawn(int *pid, const char *path, char *const arguments[], char *const environment[],
               int input, int output, int error_output);
 
