@@ -87,21 +87,24 @@ struct HTTPExchange: Sendable {
     // MARK: GET and HEAD
 
     func retrieve(headOnly: Bool) async throws -> FetchResult {
-        // RFC 9111 §4.3.2: `If-Match` and `If-Unmodified-Since` are for the origin to evaluate
-        // (RFC 9110 §13.1.1, §13.1.4); a stored response cannot say whether they hold.
-        if hasOriginPreconditions { return try await passThrough(.request) }
         let directives = directives
         let primaryKey = options.cacheKey ?? CacheEngine.cacheKey(for: url)
         let cache = cache
         var lookup = try await lookUp(primaryKey)
-        if let candidate = lookup.candidate, !options.forceRefresh, isFresh(candidate, for: directives) {
+        // RFC 9111 §4.3.2: `If-Match` and `If-Unmodified-Since` are for the origin to evaluate
+        // (RFC 9110 §13.1.1, §13.1.4); no stored response can say whether they hold, so such a
+        // request goes to the origin, or offline finds nothing usable.
+        let answersFromStore = !hasOriginPreconditions
+        if answersFromStore, let candidate = lookup.candidate, !options.forceRefresh,
+            isFresh(candidate, for: directives)
+        {
             if let body = try await read(candidate) {
                 return answer(from: candidate, body: body, source: .fresh, headOnly: headOnly, status: .hit)
             }
             lookup.candidate = nil  // it failed its check and was discarded
         }
         if options.onlyFromCache || directives.onlyIfCached {
-            if let candidate = lookup.candidate,
+            if answersFromStore, let candidate = lookup.candidate,
                 options.onlyFromCache || candidate.isUsable(at: Clock.nowMilliseconds(), for: directives),
                 let body = try await read(candidate)
             {
@@ -118,6 +121,7 @@ struct HTTPExchange: Sendable {
             status.detail = "only-if-cached"
             return FetchResult(data: Data(), status: 504, headers: served([:], status), url: url, source: .offline)
         }
+        if !answersFromStore { return try await passThrough(.request) }
         // RFC 5861 §3: serve a stale response within its stale-while-revalidate window at once,
         // and revalidate it in the background (once per URL across processes).
         if let candidate = lookup.candidate, !options.forceRefresh, allowsStaleWhileRevalidate(candidate, directives),

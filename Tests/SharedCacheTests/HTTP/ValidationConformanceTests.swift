@@ -136,7 +136,8 @@ extension ConformanceTests {
     }
 
     /// RFC 9111 §4.3.2: `If-Match` and `If-Unmodified-Since` are the origin's to evaluate; a
-    /// fresh stored response does not answer a request that carries one.
+    /// fresh stored response does not answer a request that carries one, and offline
+    /// (`only-if-cached`, RFC 9111 §5.2.1.7) such a request finds nothing usable.
     @Test("RFC 9111 §4.3.2: a request with If-Match or If-Unmodified-Since goes to the origin")
     func originPreconditionsGoToTheOrigin() async throws {
         let transport = ScriptedTransport([
@@ -148,6 +149,9 @@ extension ConformanceTests {
         for condition in [("If-Match", "\"b\""), ("If-Unmodified-Since", "Thu, 01 Jan 2015 00:00:00 GMT")] {
             let answer = try await fetch("/preconditions", [condition], transport: transport)
             #expect(answer.status == 412 && answer.source == .downloaded, "\(condition)")
+            let offline = try await fetch(
+                "/preconditions", [condition, ("Cache-Control", "only-if-cached")], transport: transport)
+            #expect(offline.status == 504, "\(condition)")
         }
         #expect(try await fetch("/preconditions", transport: transport).source == .fresh)
     }
