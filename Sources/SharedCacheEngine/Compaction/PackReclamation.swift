@@ -109,14 +109,14 @@ extension Compactor {
         }
     }
 
-    /// Copies `records` to this process's segment and journals the moves, a batch at a time;
-    /// damaged ones are journaled as removed. Afterwards no entry is left at the old places.
     /// Whether `error` is a full disk or quota, as a system call or the engine reports it.
     private static func isNoSpace(_ error: any Error) -> Bool {
         if let error = error as? SystemError { return error.errno == ENOSPC || error.errno == EDQUOT }
         return (error as? SharedCacheError)?.code == .noSpace
     }
 
+    /// Copies `records` to this process's segment and journals the moves, a batch at a time;
+    /// damaged ones are journaled as removed. Afterwards no entry is left at the old places.
     private func move(_ records: [(KeyHash, BodyLocation)]) throws {
         for start in stride(from: 0, to: records.count, by: Self.batchSize) {
             let batch = records[start..<min(start + Self.batchSize, records.count)]
