@@ -35,26 +35,37 @@ extension JournalRecord {
     }
 
     /// `lost` records for the sequence numbers after `lastSequence` and before `resumingAt`,
-    /// exactly `size` bytes in all, the last record padded, and how many numbers were lost;
-    /// `nil` when they do not fit.
+    /// exactly `size` bytes in all, and how many numbers were lost; `nil` when they do not fit.
     ///
-    /// When no number is lost, one `lost` record numbered `lastSequence` fills the bytes: every
-    /// reader that reaches it has applied that number already and passes over it.
+    /// The bytes left over pad the last record, and records numbered `lastSequence` after it
+    /// where one record's payload could not hold them (at most ``maximumPayloadSize``). Every
+    /// reader that reaches such a record has applied its number already and passes over it, as
+    /// it does the one record numbered so when no number is lost.
     package static func placeholders(
         after lastSequence: UInt64, resumingAt: UInt64, size: Int
     ) -> (bytes: [UInt8], lost: UInt64)? {
         let lost = lostCount(before: resumingAt, after: lastSequence)
         guard lost <= UInt64(size / frameHeaderSize) else { return nil }
-        var frames: [(JournalRecord, UInt64)] = (0..<lost).map { (.lost, lastSequence + 1 + $0) }
-        if frames.isEmpty { frames = [(.lost, lastSequence)] }
+        var sequences = (0..<lost).map { lastSequence + 1 + $0 }
+        if sequences.isEmpty { sequences = [lastSequence] }
+        var paddings = [Int](repeating: 0, count: sequences.count)
+        var left = size - sequences.count * frameHeaderSize
+        guard left >= 0 else { return nil }
+        paddings[paddings.count - 1] = min(left, maximumPayloadSize)
+        left -= paddings[paddings.count - 1]
+        while left > 0 {
+            // Another filler record: it needs a whole frame header of what is left.
+            if left < frameHeaderSize {
+                paddings[paddings.count - 1] -= frameHeaderSize - left
+                left = frameHeaderSize
+            }
+            sequences.append(lastSequence)
+            paddings.append(min(left - frameHeaderSize, maximumPayloadSize))
+            left -= frameHeaderSize + paddings[paddings.count - 1]
+        }
         var writer = ByteWriter(capacity: size)
-        for (record, sequence) in frames { record.encode(sequence: sequence, into: &writer) }
-        guard writer.count <= size else { return nil }
-        // Encoded again with the difference as the last record's padding, which readers ignore.
-        let padding = size - writer.count
-        writer = ByteWriter(capacity: size)
-        for (index, (record, sequence)) in frames.enumerated() {
-            record.encode(sequence: sequence, into: &writer, padding: index == frames.count - 1 ? padding : 0)
+        for (sequence, padding) in zip(sequences, paddings) {
+            JournalRecord.lost.encode(sequence: sequence, into: &writer, padding: padding)
         }
         return (writer.bytes, lost)
     }

@@ -141,17 +141,15 @@ package final class JournalCursor {
                         // to the repair below, which stands placeholders in for it.
                         let damage = (generation: segment.generation, offset: start + Int64(consumed), size: size)
                         let searched = damageWithoutResumption.map { $0 == damage } ?? false
-                        if locked !== segment, count == available, !searched {
-                            if let resumption = JournalRecord.resumption(
-                                in: UnsafeRawBufferPointer(rebasing: bytes[consumed...]), after: lastSequence,
-                                major: segment.header.major)
-                            {
+                        if locked !== segment, !searched {
+                            if let resumption = try resumption(afterDamageAt: damage.offset) {
                                 if resumption.sequence > lastSequence + 1 {
                                     lastSequence = resumption.sequence - 1
                                     unrepairedLossThrough = lastSequence
                                 }
                                 consumed += resumption.offset
-                                continue
+                                // Read on from there: it may lie past what this chunk holds.
+                                break decoding
                             }
                             damageWithoutResumption = damage
                         }
@@ -170,7 +168,11 @@ package final class JournalCursor {
                 // Holding the append lock: nobody is mid-write, so whatever follows the last
                 // whole record is damage, or a torn write from a process that died.
                 if holdsLock, try replaceDamage(in: directory, durable: durable) { continue }
-                if try followLaterSegment(in: directory) { continue }
+                switch try laterSegment(in: directory, sizeRead: size) {
+                case .follow, .readAgain: continue
+                case .resynchronize: return .mustResynchronize
+                case .none: break
+                }
                 guard holdsLock else { return stop }
                 try segment.file.truncate(to: offset)
                 repairs += 1
@@ -179,23 +181,42 @@ package final class JournalCursor {
         }
     }
 
-    /// Past damage that no intact record follows, in a segment a later one succeeds: reads on
-    /// in the later segment, as if sealed there; whether it did. A segment is made only after
-    /// the seal of the one before is written and flushed, so this one was sealed, and the
-    /// damage took its seal (and any records just before it). Every process, writer or reader,
-    /// reads on the same way; `verify --repair` checkpoints past it.
-    private func followLaterSegment(in directory: CacheDirectory) throws -> Bool {
+    /// What a later segment says about damage that no intact record follows.
+    private enum LaterSegment {
+        /// None exists: the damage is this segment's tail.
+        case none
+        /// The next one exists: read on there, as if this one were sealed.
+        case follow
+        /// This segment grew since it was read: what looked cut off was still landing.
+        case readAgain
+        /// Only later ones exist: the next was retired, and the manifest says where to go on.
+        case resynchronize
+    }
+
+    /// Whether damage that no intact record follows took this segment's seal. A segment is made
+    /// only after the seal of the one before is written and flushed, so if a later one exists,
+    /// this one was sealed: every process, writer or reader, reads on in the next one the same
+    /// way (the numbers before its first lost), and `verify --repair` checkpoints past it.
+    ///
+    /// - Parameter sizeRead: the segment's size when it was read. If it has grown since, what
+    ///   looked cut off was a write still landing (the seal, just before the next segment was
+    ///   made): read it again instead.
+    private func laterSegment(in directory: CacheDirectory, sizeRead: Int64) throws -> LaterSegment {
         let current = segment.generation
-        guard let next = try JournalSegment.generations(in: directory).first(where: { $0 > current }),
-            let following = try? JournalSegment.open(next, in: directory),
+        guard let first = try JournalSegment.generations(in: directory).first(where: { $0 > current }) else {
+            return .none
+        }
+        if try segment.file.sizeAndLinkCount().size != sizeRead { return .readAgain }
+        guard first == current + 1 else { return .resynchronize }
+        guard let following = try? JournalSegment.open(first, in: directory),
             following.header.firstSequence > lastSequence
-        else { return false }
+        else { return .resynchronize }
         if following.header.firstSequence > lastSequence + 1 {
             lastSequence = following.header.firstSequence - 1
             unrepairedLossThrough = lastSequence
         }
-        sealedNext = next
-        return true
+        sealedNext = first
+        return .follow
     }
 
     /// Writes `lost` placeholders over the damage at the position, if intact records follow it
@@ -203,25 +224,49 @@ package final class JournalCursor {
     ///
     /// A whole record numbered out of turn is left to truncation: no bit flip makes one.
     private func replaceDamage(in directory: CacheDirectory, durable: Bool) throws -> Bool {
-        let end = try segment.file.sizeAndLinkCount().size
-        var bytes = [UInt8](repeating: 0, count: Int(end - offset))
-        let start = offset, current = segment, applied = lastSequence
-        let count = try bytes.withUnsafeMutableBytes { try current.file.read(fromAbsoluteOffset: start, into: $0) }
-        guard count == bytes.count else { return false }
-        let major = current.header.major
-        let placeholders = bytes.withUnsafeBytes { raw -> [UInt8]? in
-            if case .record = JournalRecord.decodeFrame(raw, at: 0, major: major) { return nil }
-            guard let resumption = JournalRecord.resumption(in: raw, after: applied, major: major) else { return nil }
-            return JournalRecord.placeholders(
-                after: applied, resumingAt: resumption.sequence, size: resumption.offset)?.bytes
-        }
-        guard let placeholders,
+        let start = offset, current = segment
+        guard let resumption = try resumption(afterDamageAt: start),
+            let placeholders = JournalRecord.placeholders(
+                after: lastSequence, resumingAt: resumption.sequence, size: resumption.offset),
+            Self.decodesWhole(placeholders.bytes, major: current.header.major),
             try JournalSegment.writeInPlace(
-                placeholders, at: start, of: current.file, named: JournalSegment.name(current.generation),
+                placeholders.bytes, at: start, of: current.file, named: JournalSegment.name(current.generation),
                 in: directory, flush: durable)
         else { return false }
         repairs += 1
         return true
+    }
+
+    /// Where intact records resume after damage at `position` of the current segment, read to
+    /// its end (``JournalRecord/resumption(in:after:major:)``), as an offset from `position`;
+    /// `nil` when none do, or when a whole record stands at `position` (one numbered out of
+    /// turn, which no bit flip makes, is left to truncation).
+    private func resumption(afterDamageAt position: Int64) throws -> (offset: Int, sequence: UInt64)? {
+        let end = try segment.file.sizeAndLinkCount().size
+        guard end > position else { return nil }
+        var bytes = [UInt8](repeating: 0, count: Int(end - position))
+        let current = segment, applied = lastSequence, major = segment.header.major
+        let count = try bytes.withUnsafeMutableBytes { try current.file.read(fromAbsoluteOffset: position, into: $0) }
+        guard count == bytes.count else { return nil }
+        return bytes.withUnsafeBytes { raw in
+            if case .record = JournalRecord.decodeFrame(raw, at: 0, major: major) { return nil }
+            return JournalRecord.resumption(in: raw, after: applied, major: major)
+        }
+    }
+
+    /// Whether `bytes` are whole records and nothing else: placeholders are checked before
+    /// they are written, as a repair that wrote damage would loop on it.
+    private static func decodesWhole(_ bytes: [UInt8], major: UInt16) -> Bool {
+        bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                guard case .record(_, _, let size) = JournalRecord.decodeFrame(raw, at: offset, major: major) else {
+                    return false
+                }
+                offset += size
+            }
+            return true
+        }
     }
 
     /// Appends `records` with one `write(2)` and moves past them.

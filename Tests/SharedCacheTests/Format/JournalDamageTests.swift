@@ -93,6 +93,17 @@ struct JournalDamageTests {
         #expect(filler.lost == 0)
         #expect(Records.decodeAll(filler.bytes).0.map(\.1) == [5])
         #expect(JournalRecord.placeholders(after: 5, resumingAt: 6, size: 16) == nil)
+
+        // More than one record's payload can hold: fillers numbered as applied take the rest,
+        // whatever is left over (here 1 to 17 bytes past a full frame).
+        let frame = JournalRecord.frameHeaderSize + JournalRecord.maximumPayloadSize
+        for size in [frame + 1, frame + 16, frame + 17, frame + 18, 2 * frame + 40] {
+            let large = try #require(JournalRecord.placeholders(after: 5, resumingAt: 7, size: size), "\(size)")
+            #expect(large.bytes.count == size)
+            let (decoded, stop) = Records.decodeAll(large.bytes)
+            #expect(stop == nil, "\(size)")
+            #expect(decoded.first?.1 == 6 && decoded.dropFirst().allSatisfy { $0.1 == 5 }, "\(size)")
+        }
     }
 
     /// A damaged header is worked out again from the segment's records: the first one's sequence

@@ -140,9 +140,10 @@ struct CheckpointTests {
         #expect(try fresh.statistics().entryCount == 2)
     }
 
-    /// sharedcache(5): a damaged record stops readers; the next writer (here another process)
-    /// writes a `lost` placeholder over exactly its bytes, and the records after it read again. The entry it
-    /// described becomes a miss, never wrong bytes; nothing after it is lost.
+    /// sharedcache(5): readers read on past a damaged record at once. A damaged length reads as
+    /// a record still being written, so it hides the records after it until the next writer
+    /// (here another process) writes `lost` placeholders over exactly its bytes. Either way the
+    /// entry it described becomes a miss, never wrong bytes, and nothing is truncated.
     @Test(arguments: JournalDamage.allCases)
     func aDamagedRecordCostsOnlyItself(_ damage: JournalDamage) throws {
         let directory = try TemporaryDirectory()
