@@ -28,6 +28,9 @@ package struct SystemError: Error, Sendable, Equatable, CustomStringConvertible 
         self.found = found
     }
 
+    /// Whether the filesystem, or the user's quota on it, is full.
+    package var isNoSpace: Bool { errno == ENOSPC || errno == EDQUOT }
+
     /// Something other than a regular file stands at `name`.
     package static func notRegularFile(_ name: String, _ status: FileStatus) -> SystemError {
         SystemError("read", errno: EINVAL, path: name, found: status.kindDescription)

@@ -187,11 +187,9 @@ package final class Compactor: Sendable {
                 break
             }
             let batch = plan.victims[batchStart..<min(batchStart + Self.batchSize, plan.victims.count)]
-            do {
-                evicted += try journalEvictions(batch)
-            } catch where error.code == .noSpace && cache.directory.releaseReserve() {
-                // The disk is full: the reserve makes room to journal what frees the space.
-                evicted += try journalEvictions(batch)
+            // On a full disk the reserve makes room to journal what frees the space.
+            evicted += try cache.directory.releasingReserveWhenFull { () throws(SharedCacheError) in
+                try journalEvictions(batch)
             }
         }
         let due = Clock.nowMilliseconds() + configuration.evictionGracePeriod.milliseconds

@@ -85,7 +85,7 @@ extension Compactor {
                 }
                 do {
                     try move(records)
-                } catch where Self.isNoSpace(error) {
+                } catch where CacheDirectory.isFull(error) {
                     // No room for the copies on a full disk: the moves made are journaled, this
                     // segment stays, and no other is compacted this pass. The segments with
                     // nothing live still go below, which is what gives the space back.
@@ -96,23 +96,13 @@ extension Compactor {
             }
             guard !retiring.isEmpty else { return result }
             let retired = retiring.map { JournalRecord.retired(pack: $0.pack) }
-            do {
-                try cache.commit { _ in (retired, ()) }
-            } catch where Self.isNoSpace(error) && cache.directory.releaseReserve() {
-                // The reserve makes room to journal what frees the space.
-                try cache.commit { _ in (retired, ()) }
-            }
+            // On a full disk the reserve makes room to journal what frees the space.
+            try cache.directory.releasingReserveWhenFull { try cache.commit { _ in (retired, ()) } }
             for pack in retiring { try cache.bodies.delete(pack) }
             result.segmentsRetired = retiring.count
             result.bytesReclaimed = retiring.reduce(0) { $0 + $1.size }
             return result
         }
-    }
-
-    /// Whether `error` is a full disk or quota, as a system call or the engine reports it.
-    private static func isNoSpace(_ error: any Error) -> Bool {
-        if let error = error as? SystemError { return error.errno == ENOSPC || error.errno == EDQUOT }
-        return (error as? SharedCacheError)?.code == .noSpace
     }
 
     /// Copies `records` to this process's segment and journals the moves, a batch at a time;

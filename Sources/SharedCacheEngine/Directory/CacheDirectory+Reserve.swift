@@ -33,6 +33,26 @@ extension CacheDirectory {
             publish: { temporary in try renameWithoutReplacing(temporary, to: Self.reserveFile) })
     }
 
+    /// Runs `write`; if the disk is full, gives the reserve back and runs it once more. For the
+    /// writes that free space or say how to: journaling evictions and retirements, lowering
+    /// the limits.
+    package func releasingReserveWhenFull<Result, Failure: Error>(
+        _ write: () throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        do throws(Failure) {
+            return try write()
+        } catch where Self.isFull(error) && releaseReserve() {
+            return try write()
+        }
+    }
+
+    /// Whether `error` says the disk (or the quota) is full, as a system call or the engine
+    /// reports it.
+    package static func isFull(_ error: any Error) -> Bool {
+        if let error = error as? SystemError { return error.isNoSpace }
+        return (error as? SharedCacheError)?.code == .noSpace
+    }
+
     /// Gives the reserve back to the filesystem; whether there was one to give.
     package func releaseReserve() -> Bool {
         guard (try? status(of: Self.reserveFile))??.isRegularFile == true else { return false }

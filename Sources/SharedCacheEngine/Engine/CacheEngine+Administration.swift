@@ -242,13 +242,9 @@ extension CacheEngine {
             entryLimit: limits.entryLimit, packThreshold: limits.packThreshold)
         try directory.perform("writing \(path)/config") {
             try directoryLock.withExclusiveLock(timeout: current.lockTimeout) {
-                do {
-                    try directory.replaceFile(ConfigurationFile.fileName, with: file.encoded(), durable: true)
-                } catch let error as SystemError
-                    where (error.errno == ENOSPC || error.errno == EDQUOT) && directory.releaseReserve()
-                {
-                    // A full disk says "lower the size-limit": the reserve pays for that file,
-                    // and the compactor makes a new reserve once the pass has freed space.
+                // A full disk says "lower the size-limit": the reserve pays for that file, and
+                // the compactor makes a new reserve once the pass has freed space.
+                try directory.releasingReserveWhenFull {
                     try directory.replaceFile(ConfigurationFile.fileName, with: file.encoded(), durable: true)
                 }
             }
