@@ -33,3 +33,18 @@ extension Tool {
     static let daemon = Tool(name: "sharedcached")
     static let admin = Tool(name: "sharedcache")
 }
+
+/// A suite that runs `sharedcache` on a cache of its own, in its temporary directory.
+protocol AdminToolSuite {
+    var directory: TemporaryDirectory { get }
+}
+
+extension AdminToolSuite {
+    /// The cache the tool runs on (as `SHAREDCACHE_DIR`).
+    var cache: String { directory("cache") }
+
+    /// Runs `sharedcache` with `arguments` on ``cache``, `input` as its standard input.
+    func run(_ arguments: String..., input: String? = nil) throws -> Worker.Result {
+        try Tool.admin.run(arguments, input: input.map { Data($0.utf8) }, environment: ["SHAREDCACHE_DIR": cache])
+    }
+}

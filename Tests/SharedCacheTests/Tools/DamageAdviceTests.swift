@@ -14,16 +14,11 @@ import Darwin
 /// the exit status and that the error is one plain line, then does what the message says to
 /// do and uses the cache.
 @Suite("sharedcache, damage reported with the right status and advice that works")
-struct DamageAdviceTests {
+struct DamageAdviceTests: AdminToolSuite {
     let directory: TemporaryDirectory
-    var cache: String { directory("cache") }
 
     init() throws {
         directory = try TemporaryDirectory()
-    }
-
-    func run(_ arguments: String..., input: String? = nil) throws -> Worker.Result {
-        try Tool.admin.run(arguments, input: input.map { Data($0.utf8) }, environment: ["SHAREDCACHE_DIR": cache])
     }
 
     /// Stores two entries, checkpoints them into the manifest, and stores a third after it.

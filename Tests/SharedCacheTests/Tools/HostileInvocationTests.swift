@@ -13,16 +13,11 @@ import Darwin
 /// standard descriptors, an output that cannot be written, durations too large to represent,
 /// and something other than a file planted under a pack segment's name.
 @Suite("sharedcache, hostile invocations")
-struct HostileInvocationTests {
+struct HostileInvocationTests: AdminToolSuite {
     let directory: TemporaryDirectory
-    var cache: String { directory("cache") }
 
     init() throws {
         directory = try TemporaryDirectory()
-    }
-
-    func run(_ arguments: String..., input: String? = nil) throws -> Worker.Result {
-        try Tool.admin.run(arguments, input: input.map { Data($0.utf8) }, environment: ["SHAREDCACHE_DIR": cache])
     }
 
     /// Runs `script` in sh(1), `$0` being the sharedcache executable.

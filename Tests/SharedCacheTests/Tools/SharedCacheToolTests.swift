@@ -11,16 +11,11 @@ import Darwin
 #endif
 
 @Suite("sharedcache, the admin tool")
-struct SharedCacheToolTests {
+struct SharedCacheToolTests: AdminToolSuite {
     let directory: TemporaryDirectory
-    var cache: String { directory("cache") }
 
     init() throws {
         directory = try TemporaryDirectory()
-    }
-
-    func run(_ arguments: String..., input: String? = nil) throws -> Worker.Result {
-        try Tool.admin.run(arguments, input: input.map { Data($0.utf8) }, environment: ["SHAREDCACHE_DIR": cache])
     }
 
     func json(_ result: Worker.Result) throws -> [String: Any] {
