@@ -70,6 +70,22 @@ extension JournalRecord {
         return (writer.bytes, lost)
     }
 
+    /// The records `bytes` hold, when they are whole records and nothing else; `nil` otherwise.
+    package static func wholeRecords(
+        in bytes: UnsafeRawBufferPointer, major: UInt16 = FormatVersion.current.major
+    ) -> [JournalRecord]? {
+        var offset = 0
+        var records: [JournalRecord] = []
+        while offset < bytes.count {
+            guard case .record(let record, _, let size) = decodeFrame(bytes, at: offset, major: major) else {
+                return nil
+            }
+            records.append(record)
+            offset += size
+        }
+        return records
+    }
+
     /// Sequence numbers strictly between `lastSequence` and `sequence`.
     private static func lostCount(before sequence: UInt64, after lastSequence: UInt64) -> UInt64 {
         sequence > lastSequence + 1 ? sequence - lastSequence - 1 : 0

@@ -96,16 +96,12 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
                 let placeholders = JournalRecord.placeholders(
                     after: 0, resumingAt: resumption.sequence, size: resumption.offset)
             else { return "no placeholders fit the \(resumption.offset) bytes before the resumption" }
-            return placeholders.bytes.withUnsafeBytes { filled -> String? in
-                var offset = 0
-                while offset < filled.count {
-                    guard case .record(.lost, _, let size) = JournalRecord.decodeFrame(filled, at: offset) else {
-                        return "placeholders for \(resumption.offset) bytes do not decode"
-                    }
-                    offset += size
-                }
-                return offset == resumption.offset ? nil : "placeholders fill \(offset) of \(resumption.offset) bytes"
+            let records = placeholders.bytes.withUnsafeBytes { JournalRecord.wholeRecords(in: $0) }
+            guard let records, records.allSatisfy({ $0 == .lost }) else {
+                return "placeholders for \(resumption.offset) bytes do not decode"
             }
+            let filled = placeholders.bytes.count
+            return filled == resumption.offset ? nil : "placeholders fill \(filled) of \(resumption.offset) bytes"
         }
     }
 

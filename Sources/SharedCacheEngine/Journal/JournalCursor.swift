@@ -228,7 +228,9 @@ package final class JournalCursor {
         guard let resumption = try resumption(afterDamageAt: start),
             let placeholders = JournalRecord.placeholders(
                 after: lastSequence, resumingAt: resumption.sequence, size: resumption.offset),
-            Self.decodesWhole(placeholders.bytes, major: current.header.major),
+            // Checked before they are written: a repair that wrote damage would loop on it.
+            placeholders.bytes.withUnsafeBytes({ JournalRecord.wholeRecords(in: $0, major: current.header.major) })
+                != nil,
             try JournalSegment.writeInPlace(
                 placeholders.bytes, at: start, of: current.file, named: JournalSegment.name(current.generation),
                 in: directory, flush: durable)
@@ -251,21 +253,6 @@ package final class JournalCursor {
         return bytes.withUnsafeBytes { raw in
             if case .record = JournalRecord.decodeFrame(raw, at: 0, major: major) { return nil }
             return JournalRecord.resumption(in: raw, after: applied, major: major)
-        }
-    }
-
-    /// Whether `bytes` are whole records and nothing else: placeholders are checked before
-    /// they are written, as a repair that wrote damage would loop on it.
-    private static func decodesWhole(_ bytes: [UInt8], major: UInt16) -> Bool {
-        bytes.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                guard case .record(_, _, let size) = JournalRecord.decodeFrame(raw, at: offset, major: major) else {
-                    return false
-                }
-                offset += size
-            }
-            return true
         }
     }
 
