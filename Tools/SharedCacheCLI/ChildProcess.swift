@@ -104,10 +104,14 @@ package final class ChildProcess: @unchecked Sendable {
         var parentEnds: [Int32] = []  // ours, kept open: the pipes' other ends
         var childEnds: [Int32] = []  // the child's, closed here once it has started
         defer { childEnds.forEach { _ = close($0) } }
-        func pipeEnds() throws -> (read: Int32, write: Int32) {
+        /// A pipe between the child and this process; the child reads it or writes it.
+        func pipeWithChild(reading childReads: Bool) throws -> (child: Int32, parent: Int32) {
             var ends: [Int32] = [-1, -1]
             guard pipe(&ends) == 0 else { throw POSIXError.code(errno) }
-            return (ends[0], ends[1])
+            let (child, parent) = childReads ? (ends[0], ends[1]) : (ends[1], ends[0])
+            childEnds.append(child)
+            parentEnds.append(parent)
+            return (child, parent)
         }
         func openForChild(_ path: String, _ flags: Int32) throws -> Int32 {
             let descriptor = open(path, flags | O_CLOEXEC, 0o644)
@@ -121,10 +125,8 @@ package final class ChildProcess: @unchecked Sendable {
             case .discard: return (try openForChild("/dev/null", O_WRONLY), nil)
             case .file(let path): return (try openForChild(path, O_WRONLY | O_CREAT | O_TRUNC), nil)
             case .captured:
-                let ends = try pipeEnds()
-                childEnds.append(ends.write)
-                parentEnds.append(ends.read)
-                return (ends.write, ends.read)
+                let ends = try pipeWithChild(reading: false)
+                return (ends.child, ends.parent)
             }
         }
 
@@ -135,10 +137,8 @@ package final class ChildProcess: @unchecked Sendable {
             case .inherit: break
             case .none: inputSource = try openForChild("/dev/null", O_RDONLY)
             case .pipe, .bytes:
-                let ends = try pipeEnds()
-                childEnds.append(ends.read)
-                parentEnds.append(ends.write)
-                (inputSource, inputWriter) = (ends.read, ends.write)
+                let ends = try pipeWithChild(reading: true)
+                (inputSource, inputWriter) = (ends.child, ends.parent)
             }
             let (outputSource, outputReader) = try stream(output)
             let (errorSource, errorReader) = try stream(errors)
