@@ -79,6 +79,49 @@ struct PackSegmentTests {
         #expect(try cache.verify().problems.isEmpty)
     }
 
+    /// sharedcache(5), "Pack segment": a record that would cross one page boundary more than
+    /// its length needs starts at the next 4 KiB boundary, when that skips at most 1 KiB.
+    @Test func aRecordStartsAtTheNextPageWhenThatSavesAPageForAFewBytes() {
+        // 1,176 bytes: three fit a page, and the fourth would cross into the next one.
+        #expect(PackRecord.start(of: 1176, after: 2352) == 2352)
+        #expect(PackRecord.start(of: 1176, after: 3528) == 4096)
+        // Crossing, but the boundary is further off than a quarter page.
+        #expect(PackRecord.start(of: 2100, after: 2104) == 2104)
+        // Two pages needed: touching two is fine, touching three is not.
+        #expect(PackRecord.start(of: 5000, after: 1000) == 1000)
+        #expect(PackRecord.start(of: 5000, after: 3504) == 4096)
+        // Exactly a page, at a boundary and just before one.
+        #expect(PackRecord.start(of: 4096, after: 8192) == 8192)
+        #expect(PackRecord.start(of: 4096, after: 8184) == 8192)
+        #expect(PackRecord.start(of: 1, after: 4088) == 4088)
+    }
+
+    /// Small entries stored one after another: none crosses a page boundary that a skip of at
+    /// most 1 KiB would have avoided, and every one reads back, in this process and another.
+    @Test func recordsOfSmallEntriesStayWithinAPage() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        let sizes = [1000, 700, 1500, 2400, 3900, 300]
+        let keys = (0..<120).map { "k\($0)" }
+        for (index, key) in keys.enumerated() {
+            try cache.put(key: key, data: Self.body(index, size: sizes[index % sizes.count]))
+        }
+        let page: UInt64 = 4096
+        for key in keys {
+            let location = try #require(try cache.engine.currentEntry(KeyHash(key: key))).location
+            let (start, end) = (location.position, location.position + UInt64(location.length) - 1)
+            let pagesNeeded = (UInt64(location.length) + page - 1) / page
+            if end / page - start / page + 1 > pagesNeeded {
+                #expect((start / page + 1) * page - start > 1024, "\(key) at \(start), \(location.length) bytes")
+            }
+        }
+        let other = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        for (index, key) in keys.enumerated() {
+            #expect(try other.get(key: key)?.data == Self.body(index, size: sizes[index % sizes.count]))
+        }
+        #expect(try other.verify().problems.isEmpty)
+    }
+
     /// sharedcache(5): the check ties a record to its place.
     @Test func aRecordReadAtAnotherPlaceFailsItsCheck() throws {
         let header = BlobHeader(
