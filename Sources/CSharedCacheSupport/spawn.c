@@ -65,9 +65,15 @@ int scs_spawn(int *pid, const char *path, char *const arguments[], char *const e
         posix_spawn_file_actions_destroy(&actions);
         return error;
     }
-    short flags = POSIX_SPAWN_SETSIGMASK;
-    sigset_t nothing_blocked;
+    // The child starts as if from a fresh shell: no signal blocked, and every signal's action
+    // the default, not one this process ignores (a tool ignores SIGTERM on Darwin to route it
+    // to a dispatch source; a child inheriting that could not be stopped).
+    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    sigset_t nothing_blocked, every_signal;
     sigemptyset(&nothing_blocked);
+    sigfillset(&every_signal);
+    sigdelset(&every_signal, SIGKILL);
+    sigdelset(&every_signal, SIGSTOP);
     // In order: standard error may name 1, which must already be the child's standard output.
     const int sources[3] = {input, output, error_output};
     const int inherited[3] = {input < 0, output < 0, error_output < 0};
@@ -76,6 +82,7 @@ int scs_spawn(int *pid, const char *path, char *const arguments[], char *const e
     }
     if (error == 0) error = close_the_rest(&actions, &flags, inherited);
     if (error == 0) error = posix_spawnattr_setsigmask(&attributes, &nothing_blocked);
+    if (error == 0) error = posix_spawnattr_setsigdefault(&attributes, &every_signal);
     if (error == 0) error = posix_spawnattr_setflags(&attributes, flags);
     if (error == 0) {
         pid_t child = 0;

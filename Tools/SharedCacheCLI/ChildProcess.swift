@@ -20,7 +20,8 @@ import Darwin
 /// It is started with posix_spawn(3) rather than Foundation's `Process`, whose Linux version
 /// learns of an exit from a socket the child holds, opened without close-on-exec: a child another
 /// thread started meanwhile could inherit that socket and leave the wait spinning until it, too,
-/// ended. Here the child inherits only its standard streams, and waiting is waitid(2).
+/// ended. Here the child inherits only its standard streams, starts with no signal blocked and
+/// none ignored, and waiting is waitid(2).
 ///
 /// One caller at a time reads each of ``output`` and ``errors``; signalling and waiting are safe
 /// from any thread.

@@ -89,6 +89,16 @@ import Darwin
         #expect(child.wait() == .signalled(SIGTERM))
     }
 
+    /// The child starts with every signal's default action, whatever this process ignores: a
+    /// tool ignores SIGTERM on Darwin (to route it to a dispatch source), and a child that
+    /// inherited that could not be stopped. SIGUSR2, which nothing here uses, stands in.
+    @Test func aChildStartsWithNoSignalIgnored() throws {
+        let previous = signal(SIGUSR2, SIG_IGN)
+        let started = Result { try ChildProcess(Self.shell, arguments: ["-c", "kill -USR2 $$; exit 0"]) }
+        signal(SIGUSR2, previous)
+        #expect(try started.get().wait() == .signalled(SIGUSR2))
+    }
+
     @Test func aMissingExecutableIsAnError() {
         #expect(throws: POSIXError(.ENOENT)) {
             try ChildProcess(URL(fileURLWithPath: "/nonexistent/program"))
