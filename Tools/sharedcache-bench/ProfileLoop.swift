@@ -1,12 +1,16 @@
 import Foundation
 import SharedCache
 
-/// `--role loop DIR get|put KEYS COUNT`: the benchmark's 1 KB operations in a loop of their own,
-/// for a profiler (`perf record`, `strace -c`): KEYS entries (stored first, for gets), then COUNT
-/// operations in random order (gets) or on new keys (puts). Prints the mean per operation.
+/// `--role loop DIR get|put KEYS COUNT [default]`: the benchmark's 1 KB operations in a loop of
+/// their own, for a profiler (`perf record`, `strace -c`): KEYS entries (stored first, for gets),
+/// then COUNT operations in random order (gets) or on new keys (puts). Prints the mean per
+/// operation. The memory tier is off, or as configured by default with `default`.
 func runProfileLoop(_ arguments: [String]) throws -> Never {
     let (directory, operation, keys, count) = (arguments[0], arguments[1], Int(arguments[2])!, Int(arguments[3])!)
-    let cache = try SharedCache(directory: directory, configuration: Configuration(sizeLimit: 0, memoryCostLimit: 0))
+    let configuration =
+        arguments.count > 4 && arguments[4] == "default"
+        ? Configuration(sizeLimit: 0) : Configuration(sizeLimit: 0, memoryCostLimit: 0)
+    let cache = try SharedCache(directory: directory, configuration: configuration)
     let body = Data(repeating: 0x5A, count: 1024)
     let names = (0..<keys).map(keyName)
     if operation == "get" {
