@@ -63,4 +63,45 @@ struct MemoryTierTests {
         tier.insert(CacheHit(data: Data(count: 3000), entry: entry), for: hashes[5], at: BodyLocation(blobID: 1))
         #expect(tier.hit(hashes[5], at: BodyLocation(blobID: 1)) == nil)
     }
+
+    /// Random inserts, hits (some of another version) and drops, against a list kept in order
+    /// of use: the tier holds exactly what an exact LRU under both limits would.
+    @Test(arguments: [0, 7])
+    func theTierHoldsWhatAnExactLeastRecentlyUsedListWould(countLimit: Int) throws {
+        var random = TestSeed.generator("theTierHoldsWhatAnExactLeastRecentlyUsedListWould \(countLimit)")
+        let directory = try TemporaryDirectory()
+        let entry = try SharedCache(directory: directory("cache")).put(key: "k", data: Data())
+        let hashes = (0..<24).map { KeyHash(key: "key \($0)") }
+        var tier = MemoryTier(costLimit: 4_000, countLimit: countLimit)
+        var model: [(hash: KeyHash, location: BodyLocation, cost: Int)] = []  // least recently used first
+        for step in 0..<3_000 {
+            let hash = hashes[Int.random(in: 0..<hashes.count, using: &random)]
+            let location = BodyLocation(blobID: UInt64.random(in: 1...2, using: &random))
+            let held = model.firstIndex { $0.hash == hash }
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<4:
+                let size = Int.random(in: 0...900, using: &random)
+                tier.insert(CacheHit(data: Data(count: size), entry: entry), for: hash, at: location)
+                let cost = size + 1 + 128  // body, key "k", overhead
+                guard cost <= 4_000 / 4 else { break }  // too large to keep: nothing changes
+                if let held { model.remove(at: held) }
+                model.append((hash, location, cost))
+                while model.map(\.cost).reduce(0, +) > 4_000 || (countLimit > 0 && model.count > countLimit) {
+                    model.removeFirst()
+                }
+            case 4..<9:
+                let found = tier.hit(hash, at: location) != nil
+                #expect(found == (held.map { model[$0].location == location } ?? false), "step \(step); \(TestSeed.replay)")
+                if let held {
+                    let copy = model.remove(at: held)
+                    if copy.location == location { model.append(copy) }
+                }
+            default:
+                tier.drop(hash)
+                if let held { model.remove(at: held) }
+            }
+            #expect(tier.count == model.count, "step \(step); \(TestSeed.replay)")
+            #expect(tier.cost == model.map(\.cost).reduce(0, +), "step \(step); \(TestSeed.replay)")
+        }
+    }
 }
