@@ -40,7 +40,7 @@ struct CacheControl: Sendable, Equatable {
             guard !parts.contains(where: { $0.first == " " || $0.first == "\t" || $0.last == " " || $0.last == "\t" })
             else { continue }
             let name = parts[0].lowercased()
-            let argument = parts.count > 1 ? String(parts[1]).trimmingQuotes() : nil
+            let argument = parts.count > 1 ? Self.unquoted(parts[1]) : nil
             let seconds = argument.map(Self.deltaSeconds)
             switch name {
             case "max-age":
@@ -78,13 +78,21 @@ struct CacheControl: Sendable, Equatable {
         return Int64(text).map { min($0, 1 << 31) } ?? 1 << 31
     }
 
-    /// Splits on commas outside quoted strings (`no-cache="a, b"` is one directive).
+    /// Splits on commas outside quoted strings (`no-cache="a, b"` is one directive). Inside one,
+    /// a backslash escapes the next character (RFC 9110 §5.6.4: `quoted-pair`), so `\"` does not
+    /// end it, and `x="\", max-age=60"` is one directive, not a `max-age`.
     private static func split(_ value: String) -> [Substring] {
         var directives: [Substring] = []
         var start = value.startIndex
         var quoted = false
+        var escaped = false
         for index in value.indices {
+            if escaped {
+                escaped = false
+                continue
+            }
             switch value[index] {
+            case "\\" where quoted: escaped = true
             case "\"": quoted.toggle()
             case "," where !quoted:
                 directives.append(value[start..<index])
@@ -95,6 +103,23 @@ struct CacheControl: Sendable, Equatable {
         directives.append(value[start...])
         return directives.filter { !$0.trimmingSpaces().isEmpty }
     }
+
+    /// A directive's argument: a token as it is, a quoted string without its quotes and with
+    /// each `quoted-pair` (RFC 9110 §5.6.4) replaced by the character it escapes.
+    private static func unquoted(_ argument: Substring) -> String {
+        guard argument.count >= 2, argument.first == "\"", argument.last == "\"" else { return String(argument) }
+        var text = ""
+        var escaped = false
+        for character in argument.dropFirst().dropLast() {
+            if character == "\\" && !escaped {
+                escaped = true
+                continue
+            }
+            escaped = false
+            text.append(character)
+        }
+        return text
+    }
 }
 
 extension StringProtocol {
@@ -103,9 +128,5 @@ extension StringProtocol {
         while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
         while let last = text.last, last == " " || last == "\t" { text.removeLast() }
         return String(text)
-    }
-
-    func trimmingQuotes() -> String {
-        count >= 2 && hasPrefix("\"") && hasSuffix("\"") ? String(dropFirst().dropLast()) : String(self)
     }
 }
