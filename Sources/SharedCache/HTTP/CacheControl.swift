@@ -59,14 +59,21 @@ struct CacheControl: Sendable, Equatable {
             case "private": isPrivate = true
             case "must-understand": mustUnderstand = true
             case "immutable": immutable = true
-            case "stale-while-revalidate": staleWhileRevalidate = seconds ?? 0
-            case "stale-if-error": staleIfError = seconds ?? 0
-            case "max-stale": maxStale = seconds ?? .max
-            case "min-fresh": minFresh = seconds ?? 0
+            // A directive given twice counts as its most restrictive value (§4.2.1): never the
+            // last one just because it came last.
+            case "stale-while-revalidate": staleWhileRevalidate = Self.least(staleWhileRevalidate, seconds ?? 0)
+            case "stale-if-error": staleIfError = Self.least(staleIfError, seconds ?? 0)
+            case "max-stale": maxStale = Self.least(maxStale, seconds ?? .max)
+            case "min-fresh": minFresh = max(minFresh ?? 0, seconds ?? 0)
             case "only-if-cached": onlyIfCached = true
             default: break
             }
         }
+    }
+
+    /// The smaller of a directive's value so far (if any) and a new one.
+    private static func least(_ value: Int64?, _ new: Int64) -> Int64 {
+        value.map { min($0, new) } ?? new
     }
 
     /// `delta-seconds = 1*DIGIT` (§1.2.2): too large for the cache saturates at 2³¹; anything
