@@ -45,11 +45,23 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionary
     /// Replaces every field of `name` with one of `value` (where the first was, spelled as it
     /// was), or removes them for `nil`.
     public mutating func set(_ name: String, _ value: String?) {
+        replace(name, with: value.map { [$0] } ?? [])
+    }
+
+    /// Replaces every field of `name` with a field for each of `values` (where the first was,
+    /// spelled as it was): fields that cannot be joined into one, as `Set-Cookie` (RFC 9110
+    /// §5.3), stay apart.
+    mutating func replace(_ name: String, with values: [String]) {
         let position = fields.firstIndex { $0.name.caseInsensitiveEquals(name) }
         let spelling = position.map { fields[$0].name } ?? name
         fields.removeAll { $0.name.caseInsensitiveEquals(name) }
-        guard let value else { return }
-        fields.insert(Field(name: spelling, value: value), at: Swift.min(position ?? fields.count, fields.count))
+        let replacements = values.map { Field(name: spelling, value: $0) }
+        fields.insert(contentsOf: replacements, at: Swift.min(position ?? fields.count, fields.count))
+    }
+
+    /// The values of the fields of `name`, in order, each apart.
+    func values(_ name: String) -> [String] {
+        fields.filter { $0.name.caseInsensitiveEquals(name) }.map(\.value)
     }
 
     /// The fields whose name `keeps` accepts, in order.

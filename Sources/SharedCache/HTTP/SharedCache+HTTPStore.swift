@@ -514,8 +514,9 @@ extension CacheEngine {
         )
     }
 
-    /// The stored fields updated from a newer response (RFC 9111 §3.2): each field it carries
-    /// replaces the stored ones of its name — validators included — but for `Content-Length`
+    /// The stored fields updated from a newer response (RFC 9111 §3.2): the fields it carries
+    /// replace the stored ones of their name, each kept apart (two `Set-Cookie` fields are never
+    /// one, RFC 9110 §5.3) — validators included — but for `Content-Length`
     /// (a 304's, a HEAD's or a part's is not the stored body's), `Content-Range` (which this
     /// cache processes, and which says what a stored part holds) and the fields a cache never
     /// keeps (``storableFields(_:)``).
@@ -524,7 +525,7 @@ extension CacheEngine {
         var seen = ["content-length", "content-range"]
         for (name, _) in storableFields(update) where !seen.contains(where: { $0.caseInsensitiveEquals(name) }) {
             seen.append(name)
-            merged.set(name, update[name])
+            merged.replace(name, with: update.values(name))
         }
         // The stored fields were storable, and so are the new ones; but a new `Cache-Control`
         // may name stored fields in its `no-cache="…"`, and the stored one new fields.

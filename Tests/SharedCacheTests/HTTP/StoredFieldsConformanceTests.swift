@@ -131,6 +131,31 @@ extension ConformanceTests {
         #expect(date >= now)
     }
 
+    @Test("RFC 9111 §3.2, RFC 9110 §5.3: a 304's Set-Cookie fields replace the stored one, each a field of its own")
+    func aNotModifiedKeepsItsSetCookieFieldsApart() async throws {
+        let transport = ScriptedTransport([
+            TransportResponse(
+                status: 200,
+                headers: HTTPHeaders([("ETag", "\"k1\""), ("Cache-Control", "max-age=0"), ("Set-Cookie", "a=1")]),
+                body: Data("cookie body".utf8)),
+            TransportResponse(
+                status: 304,
+                headers: HTTPHeaders([
+                    ("ETag", "\"k1\""), ("Cache-Control", "max-age=3600"), ("Set-Cookie", "b=2; Path=/"),
+                    ("Set-Cookie", "c=3"),
+                ]),
+                body: Data()),
+        ])
+        _ = try await fetch("/cookies", transport: transport)
+        let revalidated = try await fetch("/cookies", transport: transport)
+        #expect(revalidated.source == .revalidated)
+        let stored = try await fetch("/cookies", transport: transport)
+        #expect(stored.source == .fresh && stored.data == Data("cookie body".utf8))
+        for answer in [revalidated, stored] {
+            #expect(answer.headers.values("Set-Cookie") == ["b=2; Path=/", "c=3"])
+        }
+    }
+
     @Test("RFC 8246 §2, RFC 9111 §5.2.1.3: immutable skips a reload, not a request's min-fresh")
     func immutableDoesNotOverrideMinFresh() async throws {
         try origin.write("/h/immutable/m.txt", "forever")
