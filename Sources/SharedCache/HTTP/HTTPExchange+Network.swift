@@ -79,9 +79,7 @@ extension HTTPExchange {
             // The safety rule: serve a 304 only with the pinned body, checked now, and only if
             // the 304 is about that body.
             // A 304 from where a redirect led is about that URL's response, not this one.
-            let matches =
-                answersTheURLAskedFor(response)
-                && (response.headers["ETag"].map { Self.weakMatch($0, candidate.etag) } ?? true)
+            let matches = answersTheURLAskedFor(response) && Self.confirms(response.headers, candidate)
             if matches, let body = try await read(candidate) {
                 let revalidation = try await freshen(candidate, body: body, by: response.headers, requestTime, responseTime)
                 cache.count { $0.revalidations += 1 }
@@ -255,6 +253,16 @@ extension HTTPExchange {
         let coding = candidate.response.headers["Content-Encoding"]?.trimmingSpaces().lowercased() ?? "identity"
         guard coding == "identity", let length = headers["Content-Length"] else { return true }
         return Int64(length.trimmingSpaces()) == Int64(candidate.entry.bodySize)
+    }
+
+    /// Whether a 304 to the cache's own conditional request is about the stored response (RFC
+    /// 9111 §4.3.4's selection): its entity tag matches the stored one, or, without one, its
+    /// `Last-Modified` is the stored one's. A 304 that names another version updates nothing and
+    /// serves nothing; one with no validator at all answers the validators the request sent.
+    static func confirms(_ headers: HTTPHeaders, _ candidate: StoredCandidate) -> Bool {
+        if let etag = headers["ETag"] { return weakMatch(etag, candidate.etag) }
+        guard let lastModified = headers["Last-Modified"], let stored = candidate.lastModified else { return true }
+        return lastModified.trimmingSpaces() == stored.trimmingSpaces()
     }
 
     /// Whether a response's validators name the stored one (RFC 9111 §4.3.4's selection): the

@@ -35,6 +35,24 @@ extension ConformanceTests {
 
     /// RFC 9111 §4.3.5: a HEAD's 200 whose validators are not the stored GET's is about another
     /// representation; the stored one is stale, and the next GET goes to the origin.
+    @Test("RFC 9111 §4.3.4: a 304 whose Last-Modified names another version serves nothing; the GET is repeated")
+    func aNotModifiedWithAnotherLastModifiedIsNotUsed() async throws {
+        let (thursday, friday) = ("Thu, 01 Jan 2015 00:00:00 GMT", "Fri, 02 Jan 2015 00:00:00 GMT")
+        func response(_ status: Int, modified: String, _ body: String) -> TransportResponse {
+            let headers: HTTPHeaders = ["Cache-Control": "max-age=0", "Last-Modified": modified]
+            return TransportResponse(status: status, headers: headers, body: Data(body.utf8))
+        }
+        let transport = ScriptedTransport([
+            response(200, modified: thursday, "old body"), response(304, modified: friday, ""),
+            response(200, modified: friday, "new body"),
+        ])
+        _ = try await fetch("/remodified", transport: transport)
+        let second = try await fetch("/remodified", transport: transport)
+        #expect(second.source == .downloaded && second.status == 200 && second.data == Data("new body".utf8))
+        let stored = try await fetch("/remodified", options: FetchOptions(onlyFromCache: true), transport: transport)
+        #expect(stored.data == Data("new body".utf8) && stored.headers["Last-Modified"] == friday)
+    }
+
     @Test("RFC 9111 §4.3.5: a HEAD with another ETag makes the stored GET stale")
     func aHeadAboutAnotherRepresentationMakesTheStoredGetStale() async throws {
         let transport = ScriptedTransport([
