@@ -101,7 +101,8 @@ public struct KeyHash: Hashable, Sendable, Comparable, CustomStringConvertible {
         (lhs.w0, lhs.w1, lhs.w2, lhs.w3) < (rhs.w0, rhs.w1, rhs.w2, rhs.w3)
     }
 
-    private static func nibble(_ digit: UInt8) -> UInt8? {
+    /// The value of one hex digit, in either case; `nil` for any other byte.
+    package static func nibble(_ digit: UInt8) -> UInt8? {
         switch digit {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10

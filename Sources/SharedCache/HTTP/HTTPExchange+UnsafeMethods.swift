@@ -24,7 +24,7 @@ extension HTTPExchange {
                 [url]
                 + ["Location", "Content-Location"].compactMap { name in
                     response.headers[name].flatMap { URL(string: $0, relativeTo: url)?.absoluteURL }
-                        .flatMap { $0.host == url.host && $0.scheme == url.scheme && $0.port == url.port ? $0 : nil }
+                        .flatMap { NormalURL($0).origin == NormalURL(url).origin ? $0 : nil }
                 }
             let (cache, customKey) = (cache, options.cacheKey)
             try await cache.offPool {

@@ -137,13 +137,11 @@ extension CacheEngine {
         var partsMiss = false
     }
 
-    /// The key ``fetch(_:options:transport:)`` stores a URL's response under (the URL without
-    /// its fragment), so ``get(key:)`` and ``remove(key:)`` reach it too.
+    /// The key ``fetch(_:options:transport:)`` stores a URL's response under: the URL in its
+    /// normal form, without its fragment (``NormalURL``), so that equivalent spellings share one
+    /// entry (RFC 9110 §4.2.3), and ``get(key:)`` and ``remove(key:)`` reach it too.
     static func cacheKey(for url: URL) -> String {
-        guard url.fragment != nil else { return url.absoluteString }
-        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url.absoluteString }
-        components.fragment = nil
-        return components.string ?? url.absoluteString
+        NormalURL(url).string
     }
 
     /// The key of the variant of `primaryKey` that `request` selects: a line per field named,

@@ -1,0 +1,104 @@
+import Foundation
+import SharedCacheFormat
+
+/// A URL in the one spelling that equivalent spellings share (RFC 9110 §4.2.3, RFC 3986
+/// §6.2.2-6.2.3), so that `http://EXAMPLE.com:80/%7esmith` and `http://example.com/~smith`
+/// are one cache entry: scheme and host in lowercase, no port when it is the scheme's default
+/// (nor an empty one), `/` for an empty http(s) path, a percent-encoded unreserved character
+/// decoded and any other percent-encoding in uppercase hex, no fragment. The path's and the
+/// query's case, and their other characters, are kept as they are.
+///
+/// Written by hand over the bytes, in under a microsecond: URLComponents costs ~13 µs a URL on
+/// Linux, a tenth of a revalidation's own work.
+struct NormalURL {
+    /// `scheme://host[:port]`, or the scheme alone for a URL without an authority.
+    private(set) var origin: String
+    /// The whole URL, fragment removed.
+    private(set) var string: String
+
+    init(_ url: URL) {
+        let text = Array(url.absoluteString.utf8)
+        let bytes = text[..<(text.firstIndex(of: UInt8(ascii: "#")) ?? text.endIndex)]
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else {
+            (origin, string) = ("", String(decoding: bytes, as: UTF8.self))
+            return
+        }
+        let scheme = String(decoding: bytes[..<colon].map(Self.lowercased), as: UTF8.self)
+        var rest = bytes[(colon + 1)...]
+        let slashes = rest.starts(with: "//".utf8) ? "//" : ""
+        var (userinfo, hostAndPort) = ("", "")
+        if !slashes.isEmpty {
+            let authority = rest.dropFirst(2).prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") }
+            rest = rest[authority.endIndex...]
+            let at = authority.lastIndex(of: UInt8(ascii: "@"))
+            userinfo = at.map { String(decoding: authority[...$0], as: UTF8.self) } ?? ""
+            hostAndPort = Self.hostAndPort(at.map { authority[($0 + 1)...] } ?? authority, scheme: scheme)
+        }
+        var target = Self.percentNormalized(rest)
+        if scheme == "http" || scheme == "https", target.first != UInt8(ascii: "/") {
+            target.insert(UInt8(ascii: "/"), at: 0)
+        }
+        // The userinfo is part of the URL, not of its origin.
+        origin = "\(scheme):\(slashes)\(hostAndPort)"
+        string = "\(scheme):\(slashes)\(userinfo)\(hostAndPort)\(String(decoding: target, as: UTF8.self))"
+    }
+
+    /// The host in lowercase, with its port unless that is empty or the scheme's default.
+    private static func hostAndPort(_ authority: ArraySlice<UInt8>, scheme: String) -> String {
+        var host = authority
+        var port: ArraySlice<UInt8> = []
+        // The port's colon is the last one, after the closing bracket of an IP literal.
+        let afterLiteral = host.lastIndex(of: UInt8(ascii: "]")) ?? host.startIndex
+        if let colon = host[afterLiteral...].lastIndex(of: UInt8(ascii: ":")) {
+            port = host[(colon + 1)...]
+            host = host[..<colon]
+        }
+        let lowercaseHost = String(decoding: host.map(lowercased), as: UTF8.self)
+        let number = String(decoding: port, as: UTF8.self)
+        guard !port.isEmpty, Int(number) != defaultPort(scheme) else { return lowercaseHost }
+        return "\(lowercaseHost):\(number)"
+    }
+
+    private static func defaultPort(_ scheme: String) -> Int? {
+        switch scheme {
+        case "http": 80
+        case "https": 443
+        default: nil
+        }
+    }
+
+    /// `bytes` with each `%XX` of an unreserved character (RFC 3986 §2.3) decoded, and every
+    /// other `%xx` in uppercase hex (§6.2.2.1-6.2.2.2).
+    private static func percentNormalized(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+        var normal: [UInt8] = []
+        normal.reserveCapacity(bytes.count)
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.endIndex,
+                let high = KeyHash.nibble(bytes[index + 1]), let low = KeyHash.nibble(bytes[index + 2])
+            {
+                let byte = high << 4 | low
+                normal += isUnreserved(byte) ? [byte] : [UInt8(ascii: "%"), hexDigit(high), hexDigit(low)]
+                index += 3
+            } else {
+                normal.append(bytes[index])
+                index += 1
+            }
+        }
+        return normal
+    }
+
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        lowercased(byte) >= UInt8(ascii: "a") && lowercased(byte) <= UInt8(ascii: "z")
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            || [UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~")].contains(byte)
+    }
+
+    private static func hexDigit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "A") + value - 10
+    }
+
+    private static func lowercased(_ byte: UInt8) -> UInt8 {
+        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
+    }
+}
