@@ -86,7 +86,7 @@ extension HTTPExchange {
                 cache.counters?.add(.revalidations)
                 // Age and freshness as of the 304's birth (RFC 9111 §4.2.3: an `Age` it carried counts).
                 let now = Clock.nowMilliseconds()
-                var served = revalidation.headers
+                var served = revalidation.served
                 served.set("Age", "\(max(0, now - revalidation.birth) / 1000)")
                 status.ttl = CacheEngine.StoredOutcome(lifetime: revalidation.lifetime, birth: revalidation.birth)
                     .ttl(at: now)

@@ -270,18 +270,26 @@ extension CacheEngine {
     /// are not kept at all; the rest of the response is). `private="…"` limits only shared
     /// caches (§5.2.2.7) and drops nothing.
     static func storableFields(_ headers: HTTPHeaders) -> HTTPHeaders {
-        let nominated = (headers["Connection"] ?? "").split(separator: ",").map { $0.trimmingSpaces() }
-        return withoutUnreusable(
-            headers.filtered { name in
-                !neverStored.contains(name.lowercased()) && !nominated.contains { $0.caseInsensitiveEquals(name) }
-            })
+        withoutUnreusable(endToEndFields(headers))
     }
 
-    /// `headers` without the fields its `Cache-Control` names in a qualified `no-cache="…"`.
-    private static func withoutUnreusable(_ headers: HTTPHeaders) -> HTTPHeaders {
+    /// The fields of `headers` that are not the connection's nor a proxy's (``neverStored``),
+    /// nor nominated by `Connection`.
+    private static func endToEndFields(_ headers: HTTPHeaders) -> HTTPHeaders {
+        let nominated = (headers["Connection"] ?? "").split(separator: ",").map { $0.trimmingSpaces() }
+        return headers.filtered { name in
+            !neverStored.contains(name.lowercased()) && !nominated.contains { $0.caseInsensitiveEquals(name) }
+        }
+    }
+
+    /// `headers` without the fields its `Cache-Control` names in a qualified `no-cache="…"`,
+    /// but for those `validated` carries.
+    private static func withoutUnreusable(_ headers: HTTPHeaders, except validated: HTTPHeaders = [:]) -> HTTPHeaders {
         let unreusable = CacheControl(headers["Cache-Control"]).noCacheFields
         guard !unreusable.isEmpty else { return headers }
-        return headers.filtered { name in !unreusable.contains { $0.caseInsensitiveEquals(name) } }
+        return headers.filtered { name in
+            validated[name] != nil || !unreusable.contains { $0.caseInsensitiveEquals(name) }
+        }
     }
 
     /// A response's fields with a `Date` of when it arrived if it came without one (RFC 9110
@@ -479,8 +487,11 @@ extension CacheEngine {
 
     /// What a 304, or a HEAD response (§4.3.5), changes about a stored response (RFC 9111 §4.3.4).
     struct Revalidation: Sendable {
-        /// The stored headers updated with the 304's: what to serve.
+        /// The stored headers updated with the 304's: what to store.
         var headers: HTTPHeaders
+        /// What to serve now: ``headers`` with those of the 304's fields that a qualified
+        /// `no-cache` keeps out of storage (``validatedFields(_:by:)``).
+        var served: HTTPHeaders
         var lifetime: Int64
         var birth: Int64
         var expiresAt: Int64
@@ -497,12 +508,14 @@ extension CacheEngine {
         of candidate: StoredCandidate, by update: HTTPHeaders, requestTime: Int64, responseTime: Int64,
         heuristicCap: Int64?
     ) -> Revalidation {
-        let merged = Self.updatedFields(candidate.response.headers, by: Self.dated(update, receivedAt: responseTime))
+        let dated = Self.dated(update, receivedAt: responseTime)
+        let merged = Self.updatedFields(candidate.response.headers, by: dated)
         let lifetime = Freshness.lifetime(
             status: candidate.response.status, headers: merged, responseTime: responseTime, heuristicCap: heuristicCap)
         let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: update)
         return Revalidation(
-            headers: merged, lifetime: lifetime, birth: birth,
+            headers: merged, served: Self.validatedFields(candidate.response.headers, by: dated), lifetime: lifetime,
+            birth: birth,
             expiresAt: retention(birth: birth, lifetime: lifetime, now: Clock.nowMilliseconds()),
             changesOnlyFreshness: lifetime == candidate.response.lifetime
                 && merged.equals(
@@ -519,15 +532,27 @@ extension CacheEngine {
     /// cache processes, and which says what a stored part holds) and the fields a cache never
     /// keeps (``storableFields(_:)``).
     static func updatedFields(_ stored: HTTPHeaders, by update: HTTPHeaders) -> HTTPHeaders {
+        // The stored fields were storable, and so are the new ones; but a new `Cache-Control`
+        // may name stored fields in its `no-cache="…"`, and the stored one new fields.
+        withoutUnreusable(merged(stored, update))
+    }
+
+    /// The fields to answer with once `update` (a 304) validated `stored`: those of
+    /// ``updatedFields(_:by:)``, and the fields the 304 itself carries that a qualified
+    /// `no-cache` names. Those may not be reused without revalidation (§5.2.2.4), so they are
+    /// never stored; but this answer is the revalidation, and they came with it.
+    static func validatedFields(_ stored: HTTPHeaders, by update: HTTPHeaders) -> HTTPHeaders {
+        withoutUnreusable(merged(stored, update), except: update)
+    }
+
+    private static func merged(_ stored: HTTPHeaders, _ update: HTTPHeaders) -> HTTPHeaders {
         var merged = stored
         var seen = ["content-length", "content-range"]
-        for (name, _) in storableFields(update) where !seen.contains(where: { $0.caseInsensitiveEquals(name) }) {
+        for (name, _) in endToEndFields(update) where !seen.contains(where: { $0.caseInsensitiveEquals(name) }) {
             seen.append(name)
             merged.replace(name, with: update.values(name))
         }
-        // The stored fields were storable, and so are the new ones; but a new `Cache-Control`
-        // may name stored fields in its `no-cache="…"`, and the stored one new fields.
-        return withoutUnreusable(merged)
+        return merged
     }
 
     /// Journals a `freshened` record for the candidate, which moves its age and expiry for

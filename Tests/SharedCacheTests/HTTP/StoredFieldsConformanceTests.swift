@@ -156,6 +156,25 @@ extension ConformanceTests {
         }
     }
 
+    @Test("RFC 9111 §5.2.2.4: a field no-cache names is served with the 304 that brought it, never from storage")
+    func aFieldNamedByNoCacheComesWithItsRevalidation() async throws {
+        func response(_ status: Int, cookie: String, _ body: String) -> TransportResponse {
+            let headers: HTTPHeaders = [
+                "ETag": "\"n1\"", "Cache-Control": "max-age=0, no-cache=\"Set-Cookie\"", "Set-Cookie": cookie,
+            ]
+            return TransportResponse(status: status, headers: headers, body: Data(body.utf8))
+        }
+        let transport = ScriptedTransport([
+            response(200, cookie: "s=1", "named body"), response(304, cookie: "s=2", ""),
+        ])
+        #expect(try await fetch("/named", transport: transport).headers["Set-Cookie"] == "s=1")
+        let revalidated = try await fetch("/named", transport: transport)
+        #expect(revalidated.source == .revalidated && revalidated.data == Data("named body".utf8))
+        #expect(revalidated.headers["Set-Cookie"] == "s=2")
+        let stored = try await fetch("/named", options: FetchOptions(onlyFromCache: true), transport: transport)
+        #expect(stored.data == Data("named body".utf8) && stored.headers["Set-Cookie"] == nil)
+    }
+
     @Test("RFC 8246 §2, RFC 9111 §5.2.1.3: immutable skips a reload, not a request's min-fresh")
     func immutableDoesNotOverrideMinFresh() async throws {
         try origin.write("/h/immutable/m.txt", "forever")
