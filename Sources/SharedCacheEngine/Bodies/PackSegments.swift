@@ -65,7 +65,8 @@ package final class PackSegments: Sendable {
             let segment = active!
             let start = PackRecord.start(of: UInt32(length), after: segment.end)
             let location = BodyLocation(pack: segment.pack, position: start, length: UInt32(length))
-            let prefix = PackRecord.prefix(pack: segment.pack, position: start, length: UInt32(length), header: headerBytes)
+            let prefix = PackRecord.prefix(
+                pack: segment.pack, position: start, length: UInt32(length), header: headerBytes)
             let recordEnd = PackRecord.next(after: start, length: UInt32(length))
             do {
                 // One buffer, one pwrite: any skip to a page boundary, the record and its padding.

@@ -26,6 +26,18 @@ extension HTTPRulesTests {
         #expect(try normal("http://[::1]:8080") == "http://[::1]:8080/")
         let origin = try #require(URL(string: "HTTP://user@Example.com:80/x"))
         #expect(NormalURL(origin).origin == "http://example.com")
+        // URLs already written so take a shortcut, which must agree with the full parse.
+        for text in [
+            "http://example.com/~smith/home.html", "https://example.com/?q=~", "http://example.com:8080/a",
+            "http://example.com", "http://example.com?q", "HTTP://example.com/", "http://Example.com/",
+            "http://example.com/%7e", "http://example.com/#top", "ftp://example.com", "urn:isbn:0451450523",
+            "http://u@example.com/", "http://[::1]/", "http://example.com:/", "http://example.com:80/",
+            "https://example.com:443/", "https://example.com:80/", "http://127.0.0.1:8080/a?b",
+            "http://example.com:08080/", "http://Example.com:8080/",
+        ] {
+            let url = try #require(URL(string: text))
+            #expect(NormalURL(url) == NormalURL(parsing: url.absoluteString), "\(text)")
+        }
     }
 }
 

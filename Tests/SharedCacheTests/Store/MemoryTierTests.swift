@@ -91,7 +91,8 @@ struct MemoryTierTests {
                 }
             case 4..<9:
                 let found = tier.hit(hash, at: location) != nil
-                #expect(found == (held.map { model[$0].location == location } ?? false), "step \(step); \(TestSeed.replay)")
+                let expected = held.map { model[$0].location == location } ?? false
+                #expect(found == expected, "step \(step); \(TestSeed.replay)")
                 if let held {
                     let copy = model.remove(at: held)
                     if copy.location == location { model.append(copy) }
