@@ -31,8 +31,8 @@ extension HTTPExchange {
         let cacheType: CacheType = candidate.held != nil ? .memory : .disk
         if source == .fresh || source == .stale, callerValidatorsMatch(candidate) {
             return FetchResult(
-                data: Data(), status: 304, headers: served(headers, status), url: url, source: source,
-                cacheType: cacheType)
+                data: Data(), status: 304, headers: served(Self.notModifiedFields(headers), status), url: url,
+                source: source, cacheType: cacheType)
         }
         var result = FetchResult(
             data: headOnly ? Data() : body, status: candidate.response.status, headers: headers, url: url, source: source,
@@ -113,6 +113,14 @@ extension HTTPExchange {
     }
 
     /// `headers` with this cache's `Cache-Status` member appended.
+    /// The fields of a 304 made from the stored response: all but its representation metadata
+    /// (RFC 9110 §15.4.5: a 304 SHOULD NOT describe a body it does not carry; the caller has
+    /// one). Validators, `Date`, `Cache-Control`, `Expires`, `Vary` and `Content-Location` stay.
+    static func notModifiedFields(_ headers: HTTPHeaders) -> HTTPHeaders {
+        let representation = ["Content-Type", "Content-Encoding", "Content-Language", "Content-Length", "Content-Range"]
+        return headers.filtered { name in !representation.contains { $0.caseInsensitiveEquals(name) } }
+    }
+
     func served(_ headers: HTTPHeaders, _ status: CacheStatus) -> HTTPHeaders {
         var headers = headers
         headers.append("Cache-Status", status.description)

@@ -78,6 +78,28 @@ extension ConformanceTests {
         #expect(origin.requests(to: "/h/caller304", atLeast: 2).map(\.status) == [200, 304])
     }
 
+    @Test("RFC 9110 §15.4.5: a 304 the cache makes for the caller's validators carries no representation metadata")
+    func aNotModifiedFromTheCacheDescribesNoBody() async throws {
+        let stored: HTTPHeaders = [
+            "ETag": "\"m1\"", "Cache-Control": "max-age=3600", "Content-Type": "text/plain",
+            "Content-Language": "en", "Content-Encoding": "identity", "Vary": "Accept",
+            "Last-Modified": "Thu, 01 Jan 2015 00:00:00 GMT", "Content-Location": "/metadata.txt",
+        ]
+        let transport = ScriptedTransport([TransportResponse(status: 200, headers: stored, body: Data("body".utf8))])
+        _ = try await fetch("/metadata", transport: transport)
+        let answer = try await fetch("/metadata", [("If-None-Match", "\"m1\"")], transport: transport)
+        #expect(answer.status == 304 && answer.source == .fresh && answer.data.isEmpty)
+        for name in ["Content-Type", "Content-Language", "Content-Encoding", "Content-Length"] {
+            #expect(answer.headers[name] == nil, "\(name)")
+        }
+        for name in ["ETag", "Cache-Control", "Vary", "Last-Modified", "Content-Location"] {
+            #expect(answer.headers[name] == stored[name], "\(name)")
+        }
+        // The stored response itself keeps them.
+        let whole = try await fetch("/metadata", transport: transport)
+        #expect(whole.status == 200 && whole.headers["Content-Type"] == "text/plain")
+    }
+
     @Test("RFC 9111 §4.3.4: a 304's Expires replaces the stored one, which max-age does not override")
     func aNotModifiedReplacesTheStoredExpires() async throws {
         _ = try await fetch("/h/expires304")
