@@ -25,8 +25,8 @@ package enum PackRecord {
     package static let prefixSize = 12
     /// Records start at multiples of this.
     package static let alignment = 8
-    /// A record is kept within as few pages of this size as its length needs, when that
-    /// skips at most `pageSkipLimit` bytes.
+    /// A record is kept within as few pages of this size as its length needs, when that skips
+    /// at most `pageSkipLimit` bytes, and at most a quarter of what the page already holds.
     package static let pageSize: UInt64 = 4096
     package static let pageSkipLimit: UInt64 = 1024
 
@@ -68,15 +68,21 @@ package enum PackRecord {
 
     /// Where a record of `length` bytes goes when the segment's records end at `end` (a
     /// multiple of 8): there, unless it would then cross one page boundary more than its length
-    /// needs and the next boundary is at most `pageSkipLimit` bytes on; then at that boundary.
+    /// needs, and the next boundary is at most `pageSkipLimit` bytes on and at most a quarter of
+    /// the bytes the page holds before `end`; then at that boundary.
+    ///
     /// A `pread` of 1 KiB across a page boundary costs 15–20 % more than one within a page (two
-    /// pages to find and copy from; measured in C), and a skip wastes at most a quarter of a page.
+    /// pages to find and copy from; measured in C). The skip is at most a fifth of a page's
+    /// bytes, so a segment whose records are all live is at least 80 % live, above the ratio
+    /// under which the compactor copies a segment's records out.
     package static func start(of length: UInt32, after end: UInt64) -> UInt64 {
         let length = UInt64(Swift.max(length, 1))
         let pagesNeeded = (length + pageSize - 1) / pageSize
         let pagesTouched = (end + length - 1) / pageSize - end / pageSize + 1
         let boundary = (end / pageSize + 1) * pageSize
-        return pagesTouched > pagesNeeded && boundary - end <= pageSkipLimit ? boundary : end
+        let skip = boundary - end
+        let held = end % pageSize
+        return pagesTouched > pagesNeeded && skip <= pageSkipLimit && skip <= held / 4 ? boundary : end
     }
 
     /// The 12-byte prefix of a record whose encoded body header is `header`.
