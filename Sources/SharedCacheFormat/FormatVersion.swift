@@ -8,10 +8,8 @@
 package struct FormatVersion: Equatable, Sendable, CustomStringConvertible {
     /// 2.0: small bodies in pack segments, 20-byte locations. Version 1 directories are upgraded
     /// in place when opened (see `sharedcache(5)`). 2.1: the `lost` journal record, which a
-    /// repair writes over damaged bytes (2.0 readers skip it). 2.2: padding in a pack segment
-    /// may run to a page boundary, so a small record is read from one page (readers of 2.0 and
-    /// 2.1 never scan segments, and read them as they are).
-    package static let current = FormatVersion(major: 2, minor: 2)
+    /// repair writes over damaged bytes (2.0 readers skip it).
+    package static let current = FormatVersion(major: 2, minor: 1)
     package static let fileName = "format"
 
     package var major: UInt16

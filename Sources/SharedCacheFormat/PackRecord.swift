@@ -11,8 +11,7 @@
 ///                ;          where position is the record's offset in the segment and
 ///                ;          header-crc the last 4 bytes of its header
 ///                ; header = a body header (BlobHeader), whose checksums cover itself and the body
-/// padding      = zeros up to where the next record starts: the next multiple of 8 bytes, or
-///                the next multiple of 4096 (see `start(of:after:)`)
+/// padding      = zeros up to the next multiple of 8 bytes
 /// ```
 /// The check ties a record to its place: the same bytes anywhere else (another segment, another
 /// offset, a copy) fail it. Records are found through the journal, never by scanning: a removed
@@ -25,10 +24,6 @@ package enum PackRecord {
     package static let prefixSize = 12
     /// Records start at multiples of this.
     package static let alignment = 8
-    /// A record is kept within as few pages of this size as its length needs, when that skips
-    /// at most `pageSkipLimit` bytes, and at most a quarter of what the page already holds.
-    package static let pageSize: UInt64 = 4096
-    package static let pageSkipLimit: UInt64 = 1024
 
     /// The 32-byte header of pack `pack`.
     package static func segmentHeader(pack: UInt64, createdAt: Int64) -> [UInt8] {
@@ -60,29 +55,10 @@ package enum PackRecord {
     /// The record's length for a body header of `headerSize` bytes and a body of `bodySize`.
     package static func length(headerSize: Int, bodySize: Int) -> Int { prefixSize + headerSize + bodySize }
 
-    /// Where the record after one at `position` of `length` bytes may start.
+    /// Where the record after one at `position` of `length` bytes starts.
     package static func next(after position: UInt64, length: UInt32) -> UInt64 {
         let end = position + UInt64(length)
         return (end + UInt64(alignment - 1)) & ~UInt64(alignment - 1)
-    }
-
-    /// Where a record of `length` bytes goes when the segment's records end at `end` (a
-    /// multiple of 8): there, unless it would then cross one page boundary more than its length
-    /// needs, and the next boundary is at most `pageSkipLimit` bytes on and at most a quarter of
-    /// the bytes the page holds before `end`; then at that boundary.
-    ///
-    /// A `pread` of 1 KiB across a page boundary costs 15–20 % more than one within a page (two
-    /// pages to find and copy from; measured in C). The skip is at most a fifth of a page's
-    /// bytes, so a segment whose records are all live is at least 80 % live, above the ratio
-    /// under which the compactor copies a segment's records out.
-    package static func start(of length: UInt32, after end: UInt64) -> UInt64 {
-        let length = UInt64(Swift.max(length, 1))
-        let pagesNeeded = (length + pageSize - 1) / pageSize
-        let pagesTouched = (end + length - 1) / pageSize - end / pageSize + 1
-        let boundary = (end / pageSize + 1) * pageSize
-        let skip = boundary - end
-        let held = end % pageSize
-        return pagesTouched > pagesNeeded && skip <= pageSkipLimit && skip <= held / 4 ? boundary : end
     }
 
     /// The 12-byte prefix of a record whose encoded body header is `header`.

@@ -54,34 +54,28 @@ package final class PackSegments: Sendable {
         let headerBytes = header.encoded()
         let length = PackRecord.length(headerSize: headerBytes.count, bodySize: body.count)
         return try writer.withLock { active in
-            if let current = active,
-                PackRecord.start(of: UInt32(length), after: current.end) + UInt64(length) > Self.segmentCapacity
-            {
-                active = nil
-            }
+            if let current = active, current.end + UInt64(length) > Self.segmentCapacity { active = nil }
             if active == nil {
                 active = try ActiveSegment.adopt(in: directory) ?? ActiveSegment.create(in: directory, durable: durable)
             }
             let segment = active!
-            let start = PackRecord.start(of: UInt32(length), after: segment.end)
-            let location = BodyLocation(pack: segment.pack, position: start, length: UInt32(length))
+            let location = BodyLocation(pack: segment.pack, position: segment.end, length: UInt32(length))
             let prefix = PackRecord.prefix(
-                pack: segment.pack, position: start, length: UInt32(length), header: headerBytes)
-            let recordEnd = PackRecord.next(after: start, length: UInt32(length))
+                pack: segment.pack, position: segment.end, length: UInt32(length), header: headerBytes)
+            let recordEnd = PackRecord.next(after: segment.end, length: UInt32(length))
             do {
-                // One buffer, one pwrite: any skip to a page boundary, the record and its padding.
-                let written = UnsafeMutableRawBufferPointer.allocate(
+                // One buffer, one pwrite: the record and its padding.
+                let record = UnsafeMutableRawBufferPointer.allocate(
                     byteCount: Int(recordEnd - segment.end), alignment: 16)
-                defer { written.deallocate() }
-                written.initializeMemory(as: UInt8.self, repeating: 0)
-                let record = UnsafeMutableRawBufferPointer(rebasing: written[Int(start - segment.end)...])
+                defer { record.deallocate() }
+                record.initializeMemory(as: UInt8.self, repeating: 0)
                 prefix.withUnsafeBytes { record.copyMemory(from: $0) }
                 headerBytes.withUnsafeBytes {
                     UnsafeMutableRawBufferPointer(rebasing: record[PackRecord.prefixSize...]).copyMemory(from: $0)
                 }
                 UnsafeMutableRawBufferPointer(rebasing: record[(PackRecord.prefixSize + headerBytes.count)...])
                     .copyMemory(from: body)
-                try segment.file.writeAll(UnsafeRawBufferPointer(written), atAbsoluteOffset: Int64(segment.end))
+                try segment.file.writeAll(UnsafeRawBufferPointer(record), atAbsoluteOffset: Int64(segment.end))
                 if durable { try segment.file.synchronizeData() }
             } catch {
                 active = nil

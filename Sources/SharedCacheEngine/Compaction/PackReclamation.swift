@@ -36,8 +36,6 @@ extension Compactor {
     /// takes the least recently used entries, which sit together in the oldest segments, so
     /// one pass's evictions leave a segment about a third dead; compacting it then copies two
     /// bytes per byte freed. (Bitcask merges at 40 % dead, for a store that is never evicted.)
-    /// A segment whose records are all live is at least 80 % live, whatever the skips to page
-    /// boundaries (``PackRecord/start(of:after:)``), so those alone never make it a candidate.
     static let packLiveRatioToCompact = 0.7
     /// At most this many bytes of live records are copied per pass, so a pass stays short.
     static let packBytesToMovePerPass: Int64 = 256 << 20

@@ -79,61 +79,6 @@ struct PackSegmentTests {
         #expect(try cache.verify().problems.isEmpty)
     }
 
-    /// sharedcache(5), "Pack segment": a record that would cross one page boundary more than
-    /// its length needs starts at the next 4 KiB boundary, when that skips at most 1 KiB and at
-    /// most a quarter of what the page holds.
-    @Test func aRecordStartsAtTheNextPageWhenThatSavesAPageForAFewBytes() {
-        // 1,176 bytes: three fit a page, and the fourth would cross into the next one.
-        #expect(PackRecord.start(of: 1176, after: 2352) == 2352)
-        #expect(PackRecord.start(of: 1176, after: 3528) == 4096)
-        // Crossing, but the boundary is further off than a quarter page…
-        #expect(PackRecord.start(of: 2100, after: 2104) == 2104)
-        // …or than a quarter of what the page holds (3,200 bytes: 800).
-        #expect(PackRecord.start(of: 1000, after: 3200) == 3200)
-        // Two pages needed: touching two is fine, touching three is not.
-        #expect(PackRecord.start(of: 5000, after: 1000) == 1000)
-        #expect(PackRecord.start(of: 5000, after: 3504) == 4096)
-        // Exactly a page, at a boundary and just before one.
-        #expect(PackRecord.start(of: 4096, after: 8192) == 8192)
-        #expect(PackRecord.start(of: 4096, after: 8184) == 8192)
-        #expect(PackRecord.start(of: 1, after: 4088) == 4088)
-    }
-
-    /// Small entries stored one after another: every gap between records is a skip to a page
-    /// boundary of at most 1 KiB and a quarter of what that page holds, none crosses a boundary
-    /// such a skip would have avoided, and every one reads back, in this process and another.
-    @Test func recordsOfSmallEntriesStayWithinAPage() throws {
-        let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
-        let sizes = [1000, 700, 1500, 2400, 3900, 300]
-        let keys = (0..<120).map { "k\($0)" }
-        for (index, key) in keys.enumerated() {
-            try cache.put(key: key, data: Self.body(index, size: sizes[index % sizes.count]))
-        }
-        let page: UInt64 = 4096
-        let locations = try keys.map { try #require(try cache.engine.currentEntry(KeyHash(key: $0))).location }
-            .sorted { $0.position < $1.position }
-        var skips = 0
-        for (previous, next) in zip(locations, locations.dropFirst()) {
-            let end = (previous.position + UInt64(previous.length) + 7) / 8 * 8
-            let (skip, held) = (next.position - end, end % page)
-            #expect(skip == 0 || (next.position % page == 0 && skip <= 1024 && skip <= held / 4), "\(previous) → \(next)")
-            if skip > 0 { skips += 1 }
-            let last = next.position + UInt64(next.length) - 1
-            let pagesNeeded = (UInt64(next.length) + page - 1) / page
-            if last / page - next.position / page + 1 > pagesNeeded {
-                let avoiding = (next.position / page + 1) * page - next.position
-                #expect(avoiding > 1024 || avoiding > next.position % page / 4, "\(next)")
-            }
-        }
-        #expect(skips > 0)
-        let other = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
-        for (index, key) in keys.enumerated() {
-            #expect(try other.get(key: key)?.data == Self.body(index, size: sizes[index % sizes.count]))
-        }
-        #expect(try other.verify().problems.isEmpty)
-    }
-
     /// sharedcache(5): the check ties a record to its place.
     @Test func aRecordReadAtAnotherPlaceFailsItsCheck() throws {
         let header = BlobHeader(
