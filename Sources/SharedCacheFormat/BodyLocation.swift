@@ -38,8 +38,9 @@ package struct BodyLocation: Hashable, Sendable, Comparable, CustomStringConvert
     /// The blob ID of a body in a file of its own (meaningless for a packed one).
     package var blobID: UInt64 { position }
 
-    // Written out and inlinable: the synthesized one is called through the protocol witness
-    // from other modules, in every index and memory-tier comparison.
+    // Written out and inlinable: the synthesized one was called through the protocol witness
+    // from other modules, in every index and memory-tier comparison. It compares every stored
+    // property, as the synthesized hash(into:) hashes them: a new property goes in both.
     @inlinable
     package static func == (lhs: BodyLocation, rhs: BodyLocation) -> Bool {
         lhs.pack == rhs.pack && lhs.position == rhs.position && lhs.length == rhs.length

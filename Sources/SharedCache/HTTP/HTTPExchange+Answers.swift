@@ -112,7 +112,6 @@ extension HTTPExchange {
         return bytes
     }
 
-    /// `headers` with this cache's `Cache-Status` member appended.
     /// The fields of a 304 made from the stored response: all but its representation metadata
     /// (RFC 9110 §15.4.5: a 304 SHOULD NOT describe a body it does not carry; the caller has
     /// one). Validators, `Date`, `Cache-Control`, `Expires`, `Vary` and `Content-Location` stay.
@@ -121,6 +120,7 @@ extension HTTPExchange {
         return headers.filtered { name in !representation.contains { $0.caseInsensitiveEquals(name) } }
     }
 
+    /// `headers` with this cache's `Cache-Status` member appended.
     func served(_ headers: HTTPHeaders, _ status: CacheStatus) -> HTTPHeaders {
         var headers = headers
         headers.append("Cache-Status", status.description)

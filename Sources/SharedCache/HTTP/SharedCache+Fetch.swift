@@ -177,9 +177,9 @@ extension SharedCache {
     /// The key ``fetch(_:options:transport:)`` stores a URL's response under, so ``get(key:)``
     /// and ``remove(key:)`` reach it too: the URL in the one spelling its equivalent spellings
     /// share (RFC 9110 §4.2.3): scheme and host in lowercase, no default port, `/` for an empty
-    /// path, percent-encoded unreserved characters decoded and other percent-encodings in
-    /// uppercase hex, no fragment. `http://EXAMPLE.com:80/%7esmith#top` is stored under
-    /// `http://example.com/~smith`.
+    /// path after a host, percent-encoded unreserved characters decoded and other
+    /// percent-encodings in uppercase hex, no fragment. `http://EXAMPLE.com:80/%7esmith#top` is
+    /// stored under `http://example.com/~smith`. (Earlier versions used the URL as written.)
     public static func cacheKey(for url: URL) -> String {
         CacheEngine.cacheKey(for: url)
     }

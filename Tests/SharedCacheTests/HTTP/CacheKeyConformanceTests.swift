@@ -26,6 +26,19 @@ extension HTTPRulesTests {
         #expect(try normal("http://[::1]:8080") == "http://[::1]:8080/")
         let origin = try #require(URL(string: "HTTP://user@Example.com:80/x"))
         #expect(NormalURL(origin).origin == "http://example.com")
+        // The host and userinfo are percent-normalized too, a port written in decimal, an IP
+        // literal (its zone may be case-sensitive) kept as written.
+        #expect(try normal("http://ex%41mple.COM/") == "http://example.com/")
+        #expect(try normal("http://EX%c3%a4MPLE.com/") == "http://ex%C3%A4mple.com/")
+        #expect(try normal("http://us%65r@h/") == "http://user@h/")
+        #expect(try normal("http://h:08080/") == "http://h:8080/")
+        #expect(try normal("http://h:080/") == "http://h/")
+        #expect(try normal("http://[FE80::1%25Eth0]:8080/") == "http://[FE80::1%25Eth0]:8080/")
+        // RFC 3986 §3.1, §6.2.3: no "/" is added without an authority, and text that does not
+        // start with a scheme is a relative reference, its case kept.
+        #expect(try normal("http:example.com/x") == "http:example.com/x")
+        #expect(NormalURL(parsing: "/Search?q=A:b#top").string == "/Search?q=A:b")
+        #expect(NormalURL(parsing: "a#b://x/") == NormalURL(parsing: "a"))
         // URLs already written so take a shortcut, which must agree with the full parse.
         for text in [
             "http://example.com/~smith/home.html", "https://example.com/?q=~", "http://example.com:8080/a",
@@ -33,10 +46,15 @@ extension HTTPRulesTests {
             "http://example.com/%7e", "http://example.com/#top", "ftp://example.com", "urn:isbn:0451450523",
             "http://u@example.com/", "http://[::1]/", "http://example.com:/", "http://example.com:80/",
             "https://example.com:443/", "https://example.com:80/", "http://127.0.0.1:8080/a?b",
-            "http://example.com:08080/", "http://Example.com:8080/",
+            "http://example.com:08080/", "http://Example.com:8080/", "a#b://x/", "/Search?q=A:b",
+            "http:example.com/x",
         ] {
             let url = try #require(URL(string: text))
             #expect(NormalURL(url) == NormalURL(parsing: url.absoluteString), "\(text)")
+        }
+        // …and takes it for URLs written so, not only for the rest.
+        for text in ["http://example.com/~smith/home.html", "http://127.0.0.1:8080/a?b", "ftp://example.com"] {
+            #expect(NormalURL.originEndIfNormal(text.utf8) != nil, "\(text)")
         }
     }
 }

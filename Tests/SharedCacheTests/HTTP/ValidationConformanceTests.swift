@@ -33,8 +33,6 @@ extension ConformanceTests {
         }
     }
 
-    /// RFC 9111 §4.3.5: a HEAD's 200 whose validators are not the stored GET's is about another
-    /// representation; the stored one is stale, and the next GET goes to the origin.
     @Test("RFC 9111 §4.3.4: a 304 whose Last-Modified names another version serves nothing; the GET is repeated")
     func aNotModifiedWithAnotherLastModifiedIsNotUsed() async throws {
         let (thursday, friday) = ("Thu, 01 Jan 2015 00:00:00 GMT", "Fri, 02 Jan 2015 00:00:00 GMT")
@@ -53,6 +51,8 @@ extension ConformanceTests {
         #expect(stored.data == Data("new body".utf8) && stored.headers["Last-Modified"] == friday)
     }
 
+    /// RFC 9111 §4.3.5: a HEAD's 200 whose validators are not the stored GET's is about another
+    /// representation; the stored one is stale, and the next GET goes to the origin.
     @Test("RFC 9111 §4.3.5: a HEAD with another ETag makes the stored GET stale")
     func aHeadAboutAnotherRepresentationMakesTheStoredGetStale() async throws {
         let transport = ScriptedTransport([
