@@ -291,7 +291,7 @@ package final class CacheEngine: Sendable {
             return location
         }
         count { $0.stores += 1 }
-        let entry = CacheEntry(header)
+        let entry = CacheEntry(header, key: key)
         remember(CacheHit(data: data, entry: entry), for: hash, at: location)
         return (entry, location)
     }

@@ -64,8 +64,10 @@ public struct CacheEntry: Sendable, Hashable {
     public var expiresAt: Date?
     package var attributes: [UInt8]
 
-    package init(_ header: BlobHeader) {
-        key = String(decoding: header.key, as: UTF8.self)
+    /// The entry `header` describes; `key` is the string its key bytes came from, when the
+    /// caller has it (a put), which spares decoding them again.
+    package init(_ header: BlobHeader, key: String? = nil) {
+        self.key = key ?? String(decoding: header.key, as: UTF8.self)
         hash = header.keyHash
         size = header.bodySize
         etag = header.etag.isEmpty ? nil : String(decoding: header.etag, as: UTF8.self)
