@@ -2,6 +2,7 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
+import SharedCachePlatform
 
 /// A response as a transport delivers it.
 public struct TransportResponse: Sendable {
@@ -69,26 +70,58 @@ public struct URLSessionTransport: HTTPTransport {
 
     /// A transport over `session`: give one whose configuration has no `URLCache` and no SharedCache installed, or it would cache twice or loop.
     ///
-    /// Bodies stream to the cache as they arrive through the default session only (it has a
-    /// delegate of SharedCache's own); through any other, a body arrives whole.
+    /// Bodies stream to the cache as they arrive through SharedCache's own sessions only (the
+    /// default one, and those of ``init(followsRedirects:)``, have a delegate of its own); through
+    /// any other, a body arrives whole.
     public init(session: URLSession = URLSessionTransport.uncachedSession) {
         self.session = session
     }
 
+    /// A transport over a session like ``uncachedSession`` that follows redirects or hands them back.
+    ///
+    /// Not following, it returns a `3xx` as it arrived (status, fields with its `Location`, body),
+    /// as a browser's `fetch` does with `redirect: "manual"`: the cache then sees the redirect
+    /// itself and stores and reuses it as RFC 9111 allows (a `301` or `308` is heuristically
+    /// cacheable, RFC 9110 §15.1), and the caller decides whether to go where it points.
+    ///
+    /// - Parameter followsRedirects: whether URLSession follows redirects to the response they
+    ///   end at (as ``init(session:)`` does), or hands the `3xx` back.
+    public init(followsRedirects: Bool) {
+        self.init(session: followsRedirects ? Self.uncachedSession : Self.uncachedSessionKeepingRedirects)
+    }
+
     /// An ephemeral session with no `URLCache`, so it neither answers from nor stores into a
     /// cache of its own, and passes `304` responses through.
-    public static let uncachedSession: URLSession = {
+    public static let uncachedSession = makeUncachedSession(followingRedirects: true)
+
+    /// ``uncachedSession``, but handing each redirect back instead of following it.
+    static let uncachedSessionKeepingRedirects = makeUncachedSession(followingRedirects: false)
+
+    private static func makeUncachedSession(followingRedirects: Bool) -> URLSession {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        return URLSession(configuration: configuration, delegate: StreamingDelegate(), delegateQueue: nil)
-    }()
+        let delegate = StreamingDelegate(followsRedirects: followingRedirects)
+        return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    }
 
     /// Sends `request`. A GET or HEAD to an `http` URL whose response URLSession fails to
     /// decode (libcurl, under URLSession on Linux, refuses a `Content-Encoding` or
     /// `Transfer-Encoding` it does not know) is sent again over a plain connection that keeps the
-    /// body's coding as received (RFC 9110 §8.4). Over https the failure stands.
+    /// body's coding as received (RFC 9110 §8.4). Over https the failure stands. A transport
+    /// that does not follow redirects receives through ``send(_:streamingTo:)``, which keeps a
+    /// `3xx`'s body.
     public func send(_ request: URLRequest) async throws -> TransportResponse {
+        if let delegate = session.delegate as? StreamingDelegate, !delegate.followsRedirects {
+            // swift-corelibs-foundation's `data(for:)` ends a declined redirect with an empty
+            // body; the delegate's path hands that body on.
+            let body = Locked(Data())
+            var head = try await send(request) { event in
+                if case .body(let piece) = event { body.withLock { $0.append(piece) } }
+            }
+            head.body = body.withLock { $0 }
+            return head
+        }
         let body: Data
         let response: URLResponse
         do {

@@ -8,6 +8,9 @@ import SharedCachePlatform
 /// receives it, for ``URLSessionTransport/send(_:streamingTo:)``. (A task delegate would serve
 /// any session, but swift-corelibs-foundation never calls one.)
 ///
+/// It also decides, for every task of its session (those of `data(for:)` too), whether a
+/// redirect is followed: declined, URLSession completes the task with the `3xx` itself.
+///
 /// URLSession calls it on its delegate queue, one call at a time per task; its table of
 /// transfers is in a lock. Tasks it did not start (`data(for:)` on the same session) are not
 /// in the table and are left alone.
@@ -28,6 +31,12 @@ final class StreamingDelegate: NSObject, URLSessionDataDelegate, @unchecked Send
     }
 
     private let transfers = Locked([Int: Transfer]())
+    /// Whether the session's redirects are followed.
+    let followsRedirects: Bool
+
+    init(followsRedirects: Bool) {
+        self.followsRedirects = followsRedirects
+    }
 
     func send(
         _ request: URLRequest, in session: URLSession,
@@ -72,6 +81,15 @@ final class StreamingDelegate: NSObject, URLSessionDataDelegate, @unchecked Send
             stop(dataTask, because: error)
             completionHandler(.cancel)
         }
+    }
+
+    /// Follows the redirect, or declines it so that the task ends with the `3xx` as received
+    /// (what `nil` means to URLSession, on Darwin and in swift-corelibs-foundation alike).
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        completionHandler(followsRedirects ? request : nil)
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {

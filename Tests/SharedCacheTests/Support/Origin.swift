@@ -159,6 +159,14 @@ final class Origin {
         location = /status/500-plain { add_header Last-Modified "Thu, 01 Jan 2015 00:00:00 GMT" always; return 500 "e"; }
         location = /status/500-public { add_header Cache-Control public always; add_header Last-Modified "Thu, 01 Jan 2015 00:00:00 GMT" always; return 500 "p"; }
         location = /status/404-nostore { add_header Cache-Control 'max-age=3600, no-store' always; return 404 "gone"; }
+        location = /status/301-maxage { add_header Cache-Control max-age=3600; return 301 /h/redirected/r.txt; }
+        location = /status/308-lastmodified {
+            add_header Last-Modified "Thu, 01 Jan 2015 00:00:00 GMT"; return 308 /h/redirected/r.txt;
+        }
+        location = /status/302-lastmodified {
+            add_header Last-Modified "Thu, 01 Jan 2015 00:00:00 GMT"; return 302 /h/redirected/r.txt;
+        }
+        location = /status/302-maxage { add_header Cache-Control max-age=3600; return 302 /h/redirected/r.txt; }
         """
 
     static let ruleFolders = [
