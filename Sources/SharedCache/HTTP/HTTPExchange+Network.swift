@@ -237,7 +237,7 @@ extension HTTPExchange {
     /// `Content-Encoding`, which changes its size).
     static func describes(_ headers: HTTPHeaders, _ candidate: StoredCandidate) -> Bool {
         if let etag = headers["ETag"], !weakMatch(etag, candidate.etag) { return false }
-        if let lastModified = headers["Last-Modified"], lastModified != candidate.lastModified { return false }
+        if let lastModified = headers["Last-Modified"], !sameTime(lastModified, candidate.lastModified) { return false }
         let coding = candidate.response.headers["Content-Encoding"]?.trimmingSpaces().lowercased() ?? "identity"
         guard coding == "identity", let length = headers["Content-Length"] else { return true }
         return Int64(length.trimmingSpaces()) == Int64(candidate.entry.bodySize)
@@ -250,7 +250,7 @@ extension HTTPExchange {
     static func confirms(_ headers: HTTPHeaders, _ candidate: StoredCandidate) -> Bool {
         if let etag = headers["ETag"] { return weakMatch(etag, candidate.etag) }
         guard let lastModified = headers["Last-Modified"], let stored = candidate.lastModified else { return true }
-        return lastModified.trimmingSpaces() == stored.trimmingSpaces()
+        return sameTime(lastModified, stored)
     }
 
     /// Whether a response's validators name the stored one (RFC 9111 §4.3.4's selection): the
@@ -258,7 +258,16 @@ extension HTTPExchange {
     static func selects(_ headers: HTTPHeaders, _ candidate: StoredCandidate) -> Bool {
         if let etag = headers["ETag"] { return weakMatch(etag, candidate.etag) }
         guard candidate.etag == nil else { return false }
-        return headers["Last-Modified"] == candidate.lastModified
+        return sameTime(headers["Last-Modified"], candidate.lastModified)
+    }
+
+    /// Whether two `Last-Modified` values name one time (RFC 9110 §8.8.2: an HTTP-date, in any
+    /// of its three formats, §5.6.7); compared as text when either is not a date. Both absent
+    /// is the same too.
+    static func sameTime(_ one: String?, _ other: String?) -> Bool {
+        guard let one, let other else { return one == nil && other == nil }
+        if let first = HTTPDate.parse(one), let second = HTTPDate.parse(other) { return first == second }
+        return one.trimmingSpaces() == other.trimmingSpaces()
     }
 }
 

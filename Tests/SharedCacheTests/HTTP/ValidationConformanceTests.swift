@@ -51,6 +51,19 @@ extension ConformanceTests {
         #expect(stored.data == Data("new body".utf8) && stored.headers["Last-Modified"] == friday)
     }
 
+    @Test("RFC 9111 §4.3.4, RFC 9110 §8.8.2: a 304 whose Last-Modified names the same time in another format is used")
+    func aNotModifiedWithTheSameTimeInAnotherFormatIsUsed() async throws {
+        let headers: HTTPHeaders = ["Cache-Control": "max-age=0", "Last-Modified": "Thu, 01 Jan 2015 00:00:00 GMT"]
+        let transport = ScriptedTransport([
+            TransportResponse(status: 200, headers: headers, body: Data("same body".utf8)),
+            TransportResponse(
+                status: 304, headers: ["Last-Modified": "Thursday, 01-Jan-15 00:00:00 GMT"], body: Data()),
+        ])
+        _ = try await fetch("/sametime", transport: transport)
+        let second = try await fetch("/sametime", transport: transport)
+        #expect(second.source == .revalidated && second.data == Data("same body".utf8))
+    }
+
     /// RFC 9111 §4.3.5: a HEAD's 200 whose validators are not the stored GET's is about another
     /// representation; the stored one is stale, and the next GET goes to the origin.
     @Test("RFC 9111 §4.3.5: a HEAD with another ETag makes the stored GET stale")
