@@ -39,11 +39,14 @@ extension ConformanceTests {
     }
 
     @Test(
-        "RFC 9111 §3, §4.2.2; RFC 9110 §15.4: a 3xx handed back is stored and reused: 301 and 302 with max-age, 308 heuristically"
+        "RFC 9111 §3, §4.2.2; RFC 9110 §15.4: a 3xx handed back is stored and reused: 301, 302 and 307 with max-age, 308 heuristically"
     )
     func aRedirectHandedBackIsStoredAndReused() async throws {
         let transport = URLSessionTransport(followsRedirects: false)
-        let redirects = [("/status/301-maxage", 301), ("/status/308-lastmodified", 308), ("/status/302-maxage", 302)]
+        let redirects = [
+            ("/status/301-maxage", 301), ("/status/308-lastmodified", 308), ("/status/302-maxage", 302),
+            ("/status/307-maxage", 307),
+        ]
         for (path, status) in redirects {
             let first = try await fetch(path, transport: transport)
             #expect(first.source == .downloaded && first.status == status, "\(path)")

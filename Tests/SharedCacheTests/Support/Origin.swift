@@ -167,6 +167,7 @@ final class Origin {
             add_header Last-Modified "Thu, 01 Jan 2015 00:00:00 GMT"; return 302 /h/redirected/r.txt;
         }
         location = /status/302-maxage { add_header Cache-Control max-age=3600; return 302 /h/redirected/r.txt; }
+        location = /status/307-maxage { add_header Cache-Control max-age=3600; return 307 /h/redirected/r.txt; }
         """
 
     static let ruleFolders = [
