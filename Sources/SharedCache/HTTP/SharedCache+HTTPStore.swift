@@ -489,8 +489,9 @@ extension CacheEngine {
     struct Revalidation: Sendable {
         /// The stored headers updated with the 304's: what to store.
         var headers: HTTPHeaders
-        /// What to serve now: ``headers`` with those of the 304's fields that a qualified
-        /// `no-cache` keeps out of storage (``validatedFields(_:by:)``).
+        /// What to serve now: ``headers`` with those of the 304's own fields that a qualified
+        /// `no-cache` names. They may not be reused without revalidation (§5.2.2.4), so they are
+        /// never stored; but this answer is the revalidation, and they came with it.
         var served: HTTPHeaders
         var lifetime: Int64
         var birth: Int64
@@ -509,13 +510,13 @@ extension CacheEngine {
         heuristicCap: Int64?
     ) -> Revalidation {
         let dated = Self.dated(update, receivedAt: responseTime)
-        let merged = Self.updatedFields(candidate.response.headers, by: dated)
+        let combined = Self.merged(candidate.response.headers, dated)
+        let merged = Self.withoutUnreusable(combined)
         let lifetime = Freshness.lifetime(
             status: candidate.response.status, headers: merged, responseTime: responseTime, heuristicCap: heuristicCap)
         let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: update)
         return Revalidation(
-            headers: merged, served: Self.validatedFields(candidate.response.headers, by: dated), lifetime: lifetime,
-            birth: birth,
+            headers: merged, served: Self.withoutUnreusable(combined, except: dated), lifetime: lifetime, birth: birth,
             expiresAt: retention(birth: birth, lifetime: lifetime, now: Clock.nowMilliseconds()),
             changesOnlyFreshness: lifetime == candidate.response.lifetime
                 && merged.equals(
@@ -537,14 +538,8 @@ extension CacheEngine {
         withoutUnreusable(merged(stored, update))
     }
 
-    /// The fields to answer with once `update` (a 304) validated `stored`: those of
-    /// ``updatedFields(_:by:)``, and the fields the 304 itself carries that a qualified
-    /// `no-cache` names. Those may not be reused without revalidation (§5.2.2.4), so they are
-    /// never stored; but this answer is the revalidation, and they came with it.
-    static func validatedFields(_ stored: HTTPHeaders, by update: HTTPHeaders) -> HTTPHeaders {
-        withoutUnreusable(merged(stored, update), except: update)
-    }
-
+    /// `stored` with each field `update` carries in place of the stored ones of its name, but
+    /// for `Content-Length`, `Content-Range` and the connection's fields.
     private static func merged(_ stored: HTTPHeaders, _ update: HTTPHeaders) -> HTTPHeaders {
         var merged = stored
         var seen = ["content-length", "content-range"]
