@@ -20,11 +20,12 @@ extension HTTPExchange {
     func unsafeRequest() async throws -> FetchResult {
         let response = try await deliver(request)
         if (200..<400).contains(response.status) {
+            let origin = NormalURL(url).origin
             let targets =
                 [url]
                 + ["Location", "Content-Location"].compactMap { name in
                     response.headers[name].flatMap { URL(string: $0, relativeTo: url)?.absoluteURL }
-                        .flatMap { NormalURL($0).origin == NormalURL(url).origin ? $0 : nil }
+                        .flatMap { NormalURL($0).origin == origin ? $0 : nil }
                 }
             let (cache, customKey) = (cache, options.cacheKey)
             try await cache.offPool {

@@ -54,7 +54,7 @@ struct NormalURL: Equatable {
             hostAndPort = Self.hostAndPort(at.map { authority[($0 + 1)...] } ?? authority, scheme: scheme)
         }
         var target = Self.percentNormalized(rest)
-        if !slashes.isEmpty, scheme == "http" || scheme == "https", target.first != UInt8(ascii: "/") {
+        if !slashes.isEmpty, Self.defaultPort(scheme) != nil, target.first != UInt8(ascii: "/") {
             target.insert(UInt8(ascii: "/"), at: 0)
         }
         // The userinfo is part of the URL, not of its origin.
@@ -85,13 +85,12 @@ struct NormalURL: Equatable {
         if let portColon {
             let port = authority[text.index(after: portColon)...]
             guard let number = Int(Substring(port)), port.first != UInt8(ascii: "0"),
-                port.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+                port.allSatisfy(isDigit),
                 number != defaultPort(scheme)
             else { return nil }
         }
         let rest = text[authority.endIndex...]
-        let needsPath = scheme == "http" || scheme == "https"
-        guard !needsPath || rest.first == UInt8(ascii: "/"),
+        guard defaultPort(scheme) == nil || rest.first == UInt8(ascii: "/"),
             !rest.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "#") })
         else { return nil }
         return authority.endIndex
@@ -143,6 +142,7 @@ struct NormalURL: Equatable {
         return result
     }
 
+    /// The port of http and https (whose empty path is written `/`); `nil` for other schemes.
     private static func defaultPort(_ scheme: String) -> Int? {
         switch scheme {
         case "http": 80
