@@ -143,10 +143,7 @@ package final class JournalCursor {
                         let searched = damageWithoutResumption.map { $0 == damage } ?? false
                         if locked !== segment, !searched {
                             if let resumption = try resumption(afterDamageAt: damage.offset) {
-                                if resumption.sequence > lastSequence + 1 {
-                                    lastSequence = resumption.sequence - 1
-                                    unrepairedLossThrough = lastSequence
-                                }
+                                skipLost(before: resumption.sequence)
                                 consumed += resumption.offset
                                 // Read on from there: it may lie past what this chunk holds.
                                 break decoding
@@ -211,12 +208,16 @@ package final class JournalCursor {
         guard let following = try? JournalSegment.open(first, in: directory),
             following.header.firstSequence > lastSequence
         else { return .resynchronize }
-        if following.header.firstSequence > lastSequence + 1 {
-            lastSequence = following.header.firstSequence - 1
-            unrepairedLossThrough = lastSequence
-        }
+        skipLost(before: following.header.firstSequence)
         sealedNext = first
         return .follow
+    }
+
+    /// Counts the numbers damage took before `next` as read, with no placeholder written.
+    private func skipLost(before next: UInt64) {
+        guard next > lastSequence + 1 else { return }
+        lastSequence = next - 1
+        unrepairedLossThrough = lastSequence
     }
 
     /// Writes `lost` placeholders over the damage at the position, if intact records follow it
