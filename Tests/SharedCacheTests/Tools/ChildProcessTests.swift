@@ -17,6 +17,9 @@ import Darwin
     /// A pipe opened without close-on-exec, as Foundation's `Pipe` and much C code open theirs,
     /// is not inherited: a long-lived child holding its write end would keep its reader from
     /// ever seeing the end.
+    ///
+    /// The end is waited for (up to 10 s, while the child runs on): a child another test is
+    /// starting at that moment holds a copy of every descriptor between its fork and its exec.
     @Test func aChildInheritsNoDescriptorButItsStandardStreams() throws {
         var ends: [Int32] = [-1, -1]
         #expect(pipe(&ends) == 0)
@@ -25,6 +28,8 @@ import Darwin
 
         let child = try ChildProcess(Self.cat, input: .pipe)
         close(ends[1])
+        var ready = pollfd(fd: ends[0], events: Int16(POLLIN), revents: 0)
+        _ = poll(&ready, 1, 10_000)
         var byte: UInt8 = 0
         let count = read(ends[0], &byte, 1)
         let readError = errno
