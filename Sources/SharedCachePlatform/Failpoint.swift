@@ -11,7 +11,8 @@ import Musl
 /// Nth call of one system call (as ``retryingInterrupts(_:path:_:)`` names it: `write`, `openat`,
 /// `renameat2`, `fdatasync`, …) fail with an errno (a number, or `ENOSPC`, `EIO`, `EDQUOT`,
 /// `EACCES`, `EMFILE`) without being made, or, for `write` and `writev`, with `short`: the call
-/// is made for half the bytes and reports that, as a filling disk does. Read once per process;
+/// is made for half the bytes and reports that, as a filling disk does; `mapped-copy` (any
+/// fault) makes a copy from a mapping fail as a SIGBUS would. Read once per process;
 /// calls are counted only while one is armed.
 package enum Failpoint {
     enum Fault: Equatable {

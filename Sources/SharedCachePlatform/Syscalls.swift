@@ -355,7 +355,18 @@ package enum System {
         return mapped
     }
 
-    /// Unmaps what ``map(_:offset:size:shared:)`` mapped. The C function is `munmap`; it fails
+    /// Maps the first `size` bytes of a file read-only, shared: the pages are the file's, and
+    /// show what any process writes to it. The C function is `mmap` (`PROT_READ`, `MAP_SHARED`).
+    static func mapForReading(_ descriptor: Int32, size: Int) throws(SystemError) -> UnsafeRawPointer {
+        #if DEBUG
+        if Failpoint.isArmed, let injected = Failpoint.error("mmap") { throw SystemError("mmap", errno: injected) }
+        #endif
+        guard let mapped = mmap(nil, size, PROT_READ, MAP_SHARED, descriptor, 0), mapped != MAP_FAILED
+        else { throw SystemError("mmap", errno: errno) }
+        return UnsafeRawPointer(mapped)
+    }
+
+    /// Unmaps what ``map(_:offset:size:shared:)`` or ``mapForReading(_:size:)`` mapped. The C function is `munmap`; it fails
     /// only for arguments that were never mapped, a bug.
     static func unmap(_ address: UnsafeMutableRawPointer, size: Int) {
         let result = munmap(address, size)

@@ -69,4 +69,16 @@ uint64_t scs_atomic_load_u64(const uint64_t *counter);
 /// Atomically raises the 64-bit value at `counter` to at least `value`.
 void scs_atomic_max_u64(uint64_t *counter, uint64_t value);
 
+/// Whether `scs_guarded_copy` copies (installing its SIGBUS handler the first time it is asked):
+/// 1 on Linux while that handler is in place, 0 once another was put in its place, and on
+/// other systems.
+int scs_guarded_copy_is_available(void);
+
+/// Copies `count` bytes from `source`, a mapping of a file, to `destination`, surviving the file
+/// having been cut short under the mapping (or failing to read): returns 0 when copied, 1 when
+/// touching `source` raised SIGBUS (the destination then holds part of the bytes), -1 where
+/// copies are not guarded (see `scs_guarded_copy_is_available`). Any other SIGBUS goes to the
+/// handler installed before, or has its default action.
+int scs_guarded_copy(void *destination, const void *source, size_t count);
+
 #endif

@@ -17,7 +17,8 @@ package import SharedCachePlatform
 /// already there, so no byte is ever written twice. The writer `pwrite`s at an offset it keeps
 /// itself (no `O_APPEND`: another process's short write could never land in the middle of its
 /// records), and a record becomes an entry only when its journal record names it. Readers
-/// `pread` a record whole through a descriptor kept open in a small least-recently-used cache.
+/// copy a record from the segment's mapping (or `pread` it whole) through a descriptor kept
+/// open in a small least-recently-used cache.
 /// Thread-safe.
 package final class PackSegments: Sendable {
     /// A segment is full at this size; the next record starts a new one.
@@ -118,14 +119,19 @@ package final class PackSegments: Sendable {
     }
 }
 
-/// A pack segment open for reading. Immutable; reads are `pread`s, so any thread may use it,
-/// and whoever holds it (a pinned body) keeps the bytes readable after the file is deleted.
+/// A pack segment open for reading. Immutable; reads are copies from its mapping where there
+/// is one, else `pread`s, so any thread may use it, and whoever holds it (a pinned body) keeps
+/// the bytes readable after the file is deleted.
 package final class PackFile: Sendable {
     package let pack: UInt64
     package let file: FileDescriptor
+    /// The segment mapped up to its capacity (a segment only grows, and never past it); `nil`
+    /// where copies from a mapping are not guarded (see ``GrowingFileMapping``).
+    package let mapping: GrowingFileMapping?
 
     init(pack: UInt64, file: consuming FileDescriptor) {
         self.pack = pack
+        mapping = GrowingFileMapping.map(file, capacity: Int(PackSegments.segmentCapacity))
         self.file = file
     }
 }

@@ -13,8 +13,8 @@ package import SharedCachePlatform
 /// segments (see ``PackSegments``), larger ones in blob files of their own
 /// (``BlobFileStore``, which also keeps reading the blobs of a directory made by version 1).
 ///
-/// A small get is one `pread` on a descriptor kept open, where a blob costs open, read and
-/// close; a small put is one `pwrite` to a file this process owns, where a blob costs a
+/// A small get is a copy from the mapping of a segment kept open (or one `pread` where there is
+/// no mapping), where a blob costs open, read and close; a small put is one `pwrite` to a file this process owns, where a blob costs a
 /// create and a rename. Space of packed bodies comes back a segment at a time
 /// (``finishedPacks(modifiedBefore:)``), not per entry. Thread-safe.
 package struct PackedBodyStore: BodyStore {
@@ -177,9 +177,11 @@ package struct PackedBodyStore: BodyStore {
     /// vectors cost ~240 ns more than a `pread` (measured in C), as much as moving 4 KiB.
     static let wholeRecordReadLimit = 4096
 
-    /// Reads the record at `location` with one system call into the memory of the `Data`
-    /// returned (see ``wholeRecordReadLimit``) and checks it whole: its place, header, key, size
-    /// and body checksum.
+    /// Reads the record at `location` into the memory of the `Data` returned and checks it
+    /// whole: its place, header, key, size and body checksum. From the segment's mapping when
+    /// it has one: two copies, the header to the stack and the body to its place, no system
+    /// call. Else, or when the mapping cannot give the bytes (which the `pread` then explains),
+    /// with one system call (see ``wholeRecordReadLimit``).
     fileprivate static func read(
         _ file: PackFile, hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64
     ) throws -> BodyRead {
@@ -187,7 +189,7 @@ package struct PackedBodyStore: BodyStore {
         guard expectedSize < UInt64(length) else { return .damaged("body size does not match") }
         let headLength = length - Int(expectedSize)
         let bodySize = Int(expectedSize)
-        let whole = bodySize <= wholeRecordReadLimit
+        let whole = file.mapping == nil && bodySize <= wholeRecordReadLimit
         // malloc'd, as `Data`'s `.free` deallocator expects; at least a byte, so never NULL.
         guard let memory = malloc(max(1, whole ? length : bodySize)) else { throw SystemError("malloc", errno: ENOMEM) }
         var handedOff = false
@@ -226,7 +228,14 @@ package struct PackedBodyStore: BodyStore {
         }
         let body = UnsafeMutableRawBufferPointer(start: memory, count: bodySize)
         return try withUnsafeTemporaryAllocation(byteCount: headLength, alignment: 16) { head in
-            check(head, body, read: try file.file.read(fromAbsoluteOffset: position, into: head, then: body))
+            if let mapping = file.mapping,
+                mapping.copy(from: location.position, count: headLength, into: head.baseAddress!, of: file.file),
+                mapping.copy(
+                    from: location.position + UInt64(headLength), count: bodySize, into: memory, of: file.file)
+            {
+                return check(head, body, read: length)
+            }
+            return check(head, body, read: try file.file.read(fromAbsoluteOffset: position, into: head, then: body))
         }
     }
 

@@ -52,6 +52,12 @@
 //       removes, subscribes and hears removals, cancels, checkpoints, compacts, verifies and
 //       clears, releases everything, and counts again: prints "baseline=N after=N" and one
 //       "leaked FD -> TARGET" line for each descriptor left open.
+//   sharedcache-test-worker bus-error DIR sent|fault|own-handler with-cache|without-cache
+//       with-cache: puts an entry and reads it back (so the cache's guarded copies from its pack
+//       segment's mapping are in place). Then raises a SIGBUS the cache has no part in: sent to
+//       itself, or a fault touching a mapped page past the end of a file of its own. With
+//       own-handler, a SIGBUS handler of its own, installed first, exits 42. Exits 0 only if it
+//       survived the SIGBUS.
 //   sharedcache-test-worker verify DIR KEYS
 //       reads every key; exits 0 and prints "entries=N damaged=N" if every body is one the
 //       generator makes (damaged counts indexed entries whose blob was missing or failed a check).
@@ -460,6 +466,32 @@ do {
         }
         print("baseline=\(baseline.count) after=\(after.count)")
         for leaked in Set(after).subtracting(baseline).sorted() { print("leaked \(leaked)") }
+
+    case "bus-error":
+        let how = arguments[3]
+        if how == "own-handler" { signal(SIGBUS) { _ in _exit(42) } }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let cache =
+            arguments[4] == "with-cache"
+            ? try SharedCache(directory: directory, configuration: Configuration(memoryCostLimit: 0)) : nil
+        if let cache {
+            try cache.put(key: "k", data: Data(repeating: 7, count: 1000))
+            guard try cache.get(key: "k")?.data == Data(repeating: 7, count: 1000) else {
+                fail("the entry did not read back")
+            }
+        }
+        if how == "sent" {
+            kill(getpid(), SIGBUS)
+        } else {
+            let path = "\(directory)/bus-error-scratch"
+            let descriptor = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o600)
+            guard descriptor >= 0, ftruncate(descriptor, 8192) == 0,
+                let mapped = mmap(nil, 8192, PROT_READ, MAP_SHARED, descriptor, 0), mapped != MAP_FAILED,
+                ftruncate(descriptor, 0) == 0
+            else { fail("could not map a scratch file") }
+            print(mapped.load(fromByteOffset: 4096, as: UInt8.self))
+        }
+        withExtendedLifetime(cache) {}
 
     default:
         fail("unknown command \(arguments[1])")

@@ -4,14 +4,14 @@ import Testing
 
 @testable import SharedCache
 
-/// Every system call that writes or opens, failing (or, for writes, cut short) at each of its
-/// first uses in turn, in a worker process doing durable puts, gets, a remove and a checkpoint
+/// Every system call that writes, opens or reads, failing (or, for writes, cut short) at each of
+/// its first uses in turn (and a copy from a pack segment's mapping faulting, as SIGBUS would), in a worker process doing durable puts, gets, a remove and a checkpoint
 /// (debug builds carry the failpoint seam, `SHAREDCACHE_FAILPOINT`). Each operation fails with a clear error or works;
 /// nothing stored before is lost or wrong; once the fault clears, the cache works and verifies.
 @Suite("Fault injection at the system-call layer", .serialized)
 struct FaultInjectionTests {
     static let calls = [
-        "openat", "write", "writev", "pwrite", "pread", "preadv", "renameat2", "fdatasync", "fsync", "mkdirat", "unlinkat", "ftruncate", "fstat",
+        "openat", "write", "writev", "pwrite", "pread", "mmap", "mapped-copy", "renameat2", "fdatasync", "fsync", "mkdirat", "unlinkat", "ftruncate", "fstat",
         "statx", "fstatat", "readdir",
     ]
     static let occurrences = 1...6
