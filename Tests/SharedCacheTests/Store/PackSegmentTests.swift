@@ -7,7 +7,7 @@ import Testing
 @testable import SharedCache
 
 /// sharedcache(5), "Pack segment": small bodies as records in segments one process owns.
-@Suite("Pack segments: small bodies packed, read with one pread, reclaimed a segment at a time")
+@Suite("Pack segments: small bodies packed, read by one copy or pread, reclaimed a segment at a time")
 struct PackSegmentTests {
     static let diskOnly = Configuration(memoryCostLimit: 0)
 
@@ -160,6 +160,9 @@ struct PackSegmentTests {
         #expect(segments.count == 3)
         for index in 0..<3 { #expect(try reader.get(key: "k\(index)") != nil) }  // opens every segment
         #expect(Self.openDescriptors(to: directory("cache/packs/")).count == 3)
+        #if os(Linux)
+        #expect(Self.mappedFiles(under: directory("cache/packs/")).count == 3)
+        #endif
         #expect(try reader.remove(key: "k0"))
         #expect(try reader.remove(key: "k1"))
         try Self.age(segments.map { directory("cache/packs/\($0)") })
@@ -170,6 +173,11 @@ struct PackSegmentTests {
         #expect(try reader.get(key: "k2") != nil)
         #expect(Self.openDescriptors(to: directory("cache/packs/")).count == 1)
         #expect(Self.openDescriptors(to: directory("cache/packs/")).allSatisfy { !$0.hasSuffix("(deleted)") })
+        #if os(Linux)
+        // Nor does a mapping keep a deleted segment's space.
+        #expect(Self.mappedFiles(under: directory("cache/packs/")).count == 1)
+        #expect(Self.mappedFiles(under: directory("cache/packs/")).allSatisfy { !$0.hasSuffix("(deleted)") })
+        #endif
         #expect(try reader.verify().problems.isEmpty)
     }
 
@@ -235,6 +243,15 @@ struct PackSegmentTests {
     /// The targets of this process's descriptors that contain `fragment`.
     static func openDescriptors(to fragment: String) -> [String] {
         openDescriptors().map(\.target).filter { $0.contains(fragment) }
+    }
+
+    /// The files under `fragment` this process has mapped, each once (/proc/self/maps).
+    static func mappedFiles(under fragment: String) -> Set<String> {
+        let maps = (try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)) ?? ""
+        return Set(
+            maps.split(separator: "\n").compactMap { line in
+                line.range(of: fragment).map { String(line[$0.lowerBound...]) }
+            })
     }
 
     /// This process's descriptors (their numbers, as /proc names them) and what each is open on.
