@@ -23,7 +23,9 @@ struct guard {
     const char *end;
 };
 
-static _Thread_local struct guard *volatile active_guard;
+// Initial-exec: a plain thread-pointer load in the handler, which must not call into the
+// dynamic loader (a fault may come from inside malloc) even where this is a shared library.
+static _Thread_local struct guard *volatile active_guard __attribute__((tls_model("initial-exec")));
 static struct sigaction previous_action;
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 static int installed;
