@@ -1,11 +1,11 @@
 // Copies out of a file mapping that survive the file being cut short under them.
 //
-// Touching a mapped page wholly past the end of its file raises SIGBUS, and so does a read
-// error while the kernel pages it in. Where a pread would have returned a short count or EIO,
-// a copy from a mapping would kill the process. So a SIGBUS handler, installed the first time
-// it is needed, turns a fault inside a guarded copy back into a return value, and passes every
-// other SIGBUS to whatever would have handled it without us. (The JVM does the same for its
-// mapped buffers.) Linux only: nobody can test Darwin's Mach exceptions here.
+// Touching a mapped page wholly past the end of its file raises SIGBUS, and so does a read error
+// while the kernel pages it in. Where a pread would have returned a short count or EIO, a copy
+// from a mapping would kill the process. So a SIGBUS handler, installed the first time it is
+// needed, turns a fault inside a guarded copy back into a return value, and hands every other
+// SIGBUS to whatever would have handled it without us, as the kernel would have. (The JVM does
+// the same for its mapped buffers.) Linux only: nobody can test Darwin's Mach exceptions here.
 
 #define _GNU_SOURCE
 #include "CSharedCacheSupport.h"
@@ -15,12 +15,15 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <string.h>
+#include <ucontext.h>
 
-/// The copy in progress on this thread: where to resume, and the bytes whose fault it owns.
+/// The copy in progress on this thread: where to resume, the bytes whose fault it owns, and the
+/// copy it interrupted (a signal handler's own guarded copy), if any.
 struct guard {
     sigjmp_buf resume;
     const char *start;
     const char *end;
+    struct guard *outer;
 };
 
 // Initial-exec: a plain thread-pointer load in the handler, which must not call into the
@@ -28,9 +31,13 @@ struct guard {
 static _Thread_local struct guard *volatile active_guard __attribute__((tls_model("initial-exec")));
 static struct sigaction previous_action;
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
+/// Whether our handler is in place: set once installed, cleared if the handler is reset.
 static int installed;
 
+/// The default action from now on, as the kernel makes it for a handler with SA_RESETHAND and
+/// for a fault the process ignores; copies are no longer guarded.
 static void reset_to_default(void) {
+    __atomic_store_n(&installed, 0, __ATOMIC_SEQ_CST);
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = SIG_DFL;
@@ -38,27 +45,54 @@ static void reset_to_default(void) {
     sigaction(SIGBUS, &action, NULL);
 }
 
+/// Whether returning from a handler makes this SIGBUS happen again: a synchronous fault does;
+/// a signal sent by kill(2) or sigqueue(3) (si_code <= 0), or an asynchronous memory error
+/// report, does not.
+static int recurs(const siginfo_t *info) {
+#ifdef BUS_MCEERR_AO
+    if (info->si_code == BUS_MCEERR_AO) return 0;
+#endif
+    return info->si_code > 0;
+}
+
+/// Hands a SIGBUS that is not ours to the previous disposition, as the kernel would have: the
+/// default action, ignoring it, or its handler under its own mask and flags.
+static void pass_on(int number, siginfo_t *info, void *context) {
+    struct sigaction previous = previous_action;
+    if (previous.sa_handler == SIG_DFL || previous.sa_handler == SIG_IGN) {
+        if (previous.sa_handler == SIG_IGN && !recurs(info)) return;  // still ignored
+        // A fault happens again on return and now ends the process (as the kernel does to an
+        // ignored fault too); anything else is raised again, delivered once we return.
+        reset_to_default();
+        if (!recurs(info)) raise(SIGBUS);
+        return;
+    }
+    // The mask the kernel would have set for that handler: the interrupted code's, its sa_mask,
+    // and SIGBUS itself unless SA_NODEFER. (Restored from the context when we return.)
+    sigset_t mask = ((ucontext_t *)context)->uc_sigmask;
+    sigorset(&mask, &mask, &previous.sa_mask);
+    if (previous.sa_flags & SA_NODEFER) {
+        sigdelset(&mask, SIGBUS);
+    } else {
+        sigaddset(&mask, SIGBUS);
+    }
+    if (previous.sa_flags & SA_RESETHAND) reset_to_default();
+    pthread_sigmask(SIG_SETMASK, &mask, NULL);
+    if (previous.sa_flags & SA_SIGINFO) {
+        previous.sa_sigaction(number, info, context);
+    } else {
+        previous.sa_handler(number);
+    }
+}
+
 static void on_bus_error(int number, siginfo_t *info, void *context) {
     struct guard *guard = active_guard;
     const char *address = info->si_addr;
-    // si_code > 0: raised by a fault, not sent by kill(2) or sigqueue(3).
-    if (guard != NULL && info->si_code > 0 && address >= guard->start && address < guard->end) {
-        active_guard = NULL;
+    if (guard != NULL && recurs(info) && address >= guard->start && address < guard->end) {
+        active_guard = guard->outer;
         siglongjmp(guard->resume, 1);
     }
-    if (previous_action.sa_flags & SA_SIGINFO) {
-        previous_action.sa_sigaction(number, info, context);
-    } else if (previous_action.sa_handler == SIG_IGN && info->si_code <= 0) {
-        // A sent SIGBUS the process ignored: still ignored.
-    } else if (previous_action.sa_handler != SIG_DFL && previous_action.sa_handler != SIG_IGN) {
-        previous_action.sa_handler(number);
-    } else {
-        // The default action, as without us: a fault happens again on return and now ends the
-        // process (the kernel does that to an ignored fault too); a sent signal is sent again,
-        // delivered once this handler returns.
-        reset_to_default();
-        if (info->si_code <= 0) raise(SIGBUS);
-    }
+    pass_on(number, info, context);
 }
 
 static void install(void) {
@@ -67,26 +101,31 @@ static void install(void) {
     action.sa_sigaction = on_bus_error;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&action.sa_mask);
-    installed = sigaction(SIGBUS, &action, &previous_action) == 0;
+    if (sigaction(SIGBUS, &action, &previous_action) == 0) __atomic_store_n(&installed, 1, __ATOMIC_SEQ_CST);
 }
 
 int scs_guarded_copy_is_available(void) {
     pthread_once(&install_once, install);
-    if (!installed) return 0;
+    if (!__atomic_load_n(&installed, __ATOMIC_SEQ_CST)) return 0;
     // Someone may have put their own handler in ours' place since.
     struct sigaction current;
     if (sigaction(SIGBUS, NULL, &current) != 0) return 0;
     return (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_bus_error;
 }
 
-int scs_guarded_copy(void *destination, const void *source, size_t count) {
+int scs_guarded_copy(const void *source, void *first, size_t first_count, void *second, size_t second_count) {
     pthread_once(&install_once, install);
-    if (!installed) return -1;
+    if (!__atomic_load_n(&installed, __ATOMIC_SEQ_CST)) return -1;
+    // A fault while this thread blocks SIGBUS is never delivered: the kernel ends the process.
+    sigset_t blocked;
+    if (pthread_sigmask(SIG_BLOCK, NULL, &blocked) != 0 || sigismember(&blocked, SIGBUS)) return -1;
     struct guard guard;
     guard.start = source;
-    guard.end = (const char *)source + count;
-    // The mask is not saved (that would cost a system call per copy); a fault leaves SIGBUS
-    // blocked, as handlers run with their signal blocked, so it is unblocked here.
+    guard.end = (const char *)source + first_count + second_count;
+    guard.outer = active_guard;
+    // The mask is not saved (that would cost a system call per copy): a fault leaves SIGBUS
+    // blocked, as a handler runs with its signal blocked, so it is unblocked here; it was not
+    // blocked before (checked above).
     if (sigsetjmp(guard.resume, 0) != 0) {
         sigset_t bus;
         sigemptyset(&bus);
@@ -95,11 +134,12 @@ int scs_guarded_copy(void *destination, const void *source, size_t count) {
         return 1;
     }
     active_guard = &guard;
-    // Keep the compiler from moving the copy's loads out from between the two stores.
+    // Keep the compiler from moving the copies' loads out from between the two stores.
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    memcpy(destination, source, count);
+    memcpy(first, source, first_count);
+    memcpy(second, (const char *)source + first_count, second_count);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    active_guard = NULL;
+    active_guard = guard.outer;
     return 0;
 }
 
@@ -107,10 +147,12 @@ int scs_guarded_copy(void *destination, const void *source, size_t count) {
 
 int scs_guarded_copy_is_available(void) { return 0; }
 
-int scs_guarded_copy(void *destination, const void *source, size_t count) {
-    (void)destination;
+int scs_guarded_copy(const void *source, void *first, size_t first_count, void *second, size_t second_count) {
     (void)source;
-    (void)count;
+    (void)first;
+    (void)first_count;
+    (void)second;
+    (void)second_count;
     return -1;
 }
 

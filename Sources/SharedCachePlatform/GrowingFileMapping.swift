@@ -42,15 +42,19 @@ package final class GrowingFileMapping: @unchecked Sendable {
         return GrowingFileMapping(address: address, capacity: capacity)
     }
 
-    /// Copies `count` bytes of the file from `offset` to `destination`; whether it did. Not when
-    /// the file does not hold them (`file` is the mapped file's descriptor, whose size is read
-    /// when the range passes the size last seen), nor when touching them faulted.
+    /// Copies the bytes of the file from `offset` to `first` and the bytes right after them to
+    /// `second` (a record's header and its body); whether it did. Not when the file does not
+    /// hold them (`file` is the mapped file's descriptor, whose size is read when the range
+    /// passes the size last seen), nor when touching them faulted, nor when this thread blocks
+    /// SIGBUS (a fault would end the process).
     package func copy(
-        from offset: UInt64, count: Int, into destination: UnsafeMutableRawPointer,
+        from offset: UInt64, into first: UnsafeMutableRawBufferPointer, then second: UnsafeMutableRawBufferPointer,
         of file: borrowing FileDescriptor
     ) -> Bool {
-        let end = offset + UInt64(count)
-        guard end <= UInt64(capacity) else { return false }
+        let end = offset + UInt64(first.count) + UInt64(second.count)
+        guard end <= UInt64(capacity), let firstStart = first.baseAddress, let secondStart = second.baseAddress else {
+            return false
+        }
         if end > scs_atomic_load_u64(sizeSeen) {
             guard let size = try? file.sizeAndLinkCount().size, UInt64(size) >= end else { return false }
             scs_atomic_max_u64(sizeSeen, UInt64(size))
@@ -59,6 +63,6 @@ package final class GrowingFileMapping: @unchecked Sendable {
         // `mapped-copy`: this copy faults, as touching a page of a file cut short does.
         if Failpoint.isArmed, Failpoint.error("mapped-copy") != nil { return false }
         #endif
-        return scs_guarded_copy(destination, address + Int(offset), count) == 0
+        return scs_guarded_copy(address + Int(offset), firstStart, first.count, secondStart, second.count) == 0
     }
 }

@@ -74,11 +74,13 @@ void scs_atomic_max_u64(uint64_t *counter, uint64_t value);
 /// other systems.
 int scs_guarded_copy_is_available(void);
 
-/// Copies `count` bytes from `source`, a mapping of a file, to `destination`, surviving the file
-/// having been cut short under the mapping (or failing to read): returns 0 when copied, 1 when
-/// touching `source` raised SIGBUS (the destination then holds part of the bytes), -1 where
-/// copies are not guarded (see `scs_guarded_copy_is_available`). Any other SIGBUS goes to the
-/// handler installed before, or has its default action.
-int scs_guarded_copy(void *destination, const void *source, size_t count);
+/// Copies `first_count` bytes from `source`, a mapping of a file, to `first`, and the
+/// `second_count` bytes after them to `second` (a record's header to one place, its body to
+/// another), surviving the file having been cut short under the mapping, or failing to read:
+/// returns 0 when copied, 1 when touching `source` raised SIGBUS (the destinations then hold
+/// part of the bytes), -1 when the copy is not guarded and was not made (other systems; this
+/// thread blocks SIGBUS; the handler was reset). Any other SIGBUS goes to the disposition in
+/// place before, under its own mask and flags.
+int scs_guarded_copy(const void *source, void *first, size_t first_count, void *second, size_t second_count);
 
 #endif

@@ -179,8 +179,8 @@ package struct PackedBodyStore: BodyStore {
 
     /// Reads the record at `location` into the memory of the `Data` returned and checks it
     /// whole: its place, header, key, size and body checksum. From the segment's mapping when
-    /// it has one: two copies, the header to the stack and the body to its place, no system
-    /// call. Else, or when the mapping cannot give the bytes (which the `pread` then explains),
+    /// it has one: the header copied to the stack and the body to its place, no system call
+    /// but the check that this thread does not block SIGBUS. Else, or when the mapping cannot give the bytes (which the `pread` then explains),
     /// with one system call (see ``wholeRecordReadLimit``).
     fileprivate static func read(
         _ file: PackFile, hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64
@@ -228,11 +228,7 @@ package struct PackedBodyStore: BodyStore {
         }
         let body = UnsafeMutableRawBufferPointer(start: memory, count: bodySize)
         return try withUnsafeTemporaryAllocation(byteCount: headLength, alignment: 16) { head in
-            if let mapping = file.mapping,
-                mapping.copy(from: location.position, count: headLength, into: head.baseAddress!, of: file.file),
-                mapping.copy(
-                    from: location.position + UInt64(headLength), count: bodySize, into: memory, of: file.file)
-            {
+            if let mapping = file.mapping, mapping.copy(from: location.position, into: head, then: body, of: file.file) {
                 return check(head, body, read: length)
             }
             return check(head, body, read: try file.file.read(fromAbsoluteOffset: position, into: head, then: body))

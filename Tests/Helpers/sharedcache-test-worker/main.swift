@@ -52,12 +52,19 @@
 //       removes, subscribes and hears removals, cancels, checkpoints, compacts, verifies and
 //       clears, releases everything, and counts again: prints "baseline=N after=N" and one
 //       "leaked FD -> TARGET" line for each descriptor left open.
-//   sharedcache-test-worker bus-error DIR sent|fault|own-handler with-cache|without-cache
-//       with-cache: puts an entry and reads it back (so the cache's guarded copies from its pack
-//       segment's mapping are in place). Then raises a SIGBUS the cache has no part in: sent to
-//       itself, or a fault touching a mapped page past the end of a file of its own. With
-//       own-handler, a SIGBUS handler of its own, installed first, exits 42. Exits 0 only if it
-//       survived the SIGBUS.
+//   sharedcache-test-worker bus-error DIR sent|fault PREVIOUS with-cache|without-cache
+//       sets SIGBUS's disposition to PREVIOUS; with-cache, then puts an entry and reads it back
+//       (so the cache's guarded copies from its pack segment's mapping are in place). Then
+//       raises a SIGBUS the cache has no part in: sent to itself, or a fault touching a mapped
+//       page past the end of a file of its own. Exits 0 only if it survived the SIGBUS. PREVIOUS:
+//       default, ignore, default-siginfo, ignore-siginfo (SIG_DFL / SIG_IGN, with SA_SIGINFO
+//       set or not); handler (exits 42); masking-handler (sa_mask holds SIGUSR1: exits 44 if
+//       SIGUSR1 is blocked while it runs, 45 if not); nodefer-handler (SA_SIGINFO | SA_NODEFER:
+//       faults again, and exits 43 from the nested call); resethand-handler (SA_RESETHAND,
+//       returns). An alarm ends it after 20 s, should a SIGBUS come back for ever.
+//   sharedcache-test-worker blocked-read DIR
+//       puts 32 entries of 1000 bytes and reads them back, cuts their pack segment short after
+//       the first, blocks SIGBUS in this thread and reads the last: exits 0 on a miss, 1 on a hit.
 //   sharedcache-test-worker verify DIR KEYS
 //       reads every key; exits 0 and prints "entries=N damaged=N" if every body is one the
 //       generator makes (damaged counts indexed entries whose blob was missing or failed a check).
@@ -134,6 +141,50 @@ func residentKilobytes() -> (peak: Int, now: Int) {
         return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
     }
     return (field("VmHWM:"), field("VmRSS:"))
+}
+
+/// The SIGBUS dispositions of the `bus-error` command, and the page past the end of a file it
+/// touches to fault.
+enum BusErrorWorker {
+    nonisolated(unsafe) static var pastTheEnd: UnsafeRawPointer?
+    nonisolated(unsafe) static var entries = 0
+
+    static func touchPastTheEnd() -> UInt8 { pastTheEnd!.load(as: UInt8.self) }
+
+    static func setDisposition(_ name: String) {
+        var action = sigaction()
+        sigemptyset(&action.sa_mask)
+        switch name {
+        case "default", "default-siginfo":
+            action.__sigaction_handler.sa_handler = SIG_DFL
+            if name == "default-siginfo" { action.sa_flags = SA_SIGINFO }
+        case "ignore", "ignore-siginfo":
+            action.__sigaction_handler.sa_handler = SIG_IGN
+            if name == "ignore-siginfo" { action.sa_flags = SA_SIGINFO }
+        case "handler":
+            action.__sigaction_handler.sa_handler = { _ in _exit(42) }
+        case "masking-handler":
+            sigaddset(&action.sa_mask, SIGUSR1)
+            action.__sigaction_handler.sa_handler = { _ in
+                var current = sigset_t()
+                pthread_sigmask(SIG_BLOCK, nil, &current)
+                _exit(sigismember(&current, SIGUSR1) == 1 ? 44 : 45)
+            }
+        case "nodefer-handler":
+            action.sa_flags = SA_SIGINFO | SA_NODEFER
+            action.__sigaction_handler.sa_sigaction = { _, _, _ in
+                BusErrorWorker.entries += 1
+                if BusErrorWorker.entries > 1 { _exit(43) }
+                _ = BusErrorWorker.touchPastTheEnd()
+            }
+        case "resethand-handler":
+            action.sa_flags = Int32(bitPattern: UInt32(SA_RESETHAND))
+            action.__sigaction_handler.sa_handler = { _ in BusErrorWorker.entries += 1 }
+        default:
+            fail("unknown disposition \(name)")
+        }
+        guard sigaction(SIGBUS, &action, nil) == 0 else { fail("sigaction refused \(name)") }
+    }
 }
 
 let arguments = CommandLine.arguments
@@ -468,13 +519,17 @@ do {
         for leaked in Set(after).subtracting(baseline).sorted() { print("leaked \(leaked)") }
 
     case "bus-error":
-        let how = arguments[3]
-        if how == "own-handler" { signal(SIGBUS) { _ in _exit(42) } }
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let cache =
-            arguments[4] == "with-cache"
-            ? try SharedCache(directory: directory, configuration: Configuration(memoryCostLimit: 0)) : nil
-        if let cache {
+        alarm(20)
+        let (how, previous) = (arguments[3], arguments[4])
+        let scratch = open("\(directory)-scratch", O_RDWR | O_CREAT | O_TRUNC, 0o600)
+        guard scratch >= 0, ftruncate(scratch, 8192) == 0,
+            let mapped = mmap(nil, 8192, PROT_READ, MAP_SHARED, scratch, 0), mapped != MAP_FAILED,
+            ftruncate(scratch, 0) == 0
+        else { fail("could not map a scratch file") }
+        BusErrorWorker.pastTheEnd = UnsafeRawPointer(mapped) + 4096
+        BusErrorWorker.setDisposition(previous)
+        if arguments[5] == "with-cache" {
+            let cache = try SharedCache(directory: directory, configuration: Configuration(memoryCostLimit: 0))
             try cache.put(key: "k", data: Data(repeating: 7, count: 1000))
             guard try cache.get(key: "k")?.data == Data(repeating: 7, count: 1000) else {
                 fail("the entry did not read back")
@@ -483,15 +538,25 @@ do {
         if how == "sent" {
             kill(getpid(), SIGBUS)
         } else {
-            let path = "\(directory)/bus-error-scratch"
-            let descriptor = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o600)
-            guard descriptor >= 0, ftruncate(descriptor, 8192) == 0,
-                let mapped = mmap(nil, 8192, PROT_READ, MAP_SHARED, descriptor, 0), mapped != MAP_FAILED,
-                ftruncate(descriptor, 0) == 0
-            else { fail("could not map a scratch file") }
-            print(mapped.load(fromByteOffset: 4096, as: UInt8.self))
+            print(BusErrorWorker.touchPastTheEnd())
         }
-        withExtendedLifetime(cache) {}
+
+    case "blocked-read":
+        let cache = try SharedCache(directory: directory, configuration: Configuration(memoryCostLimit: 0))
+        let keys = (0..<32).map { "k\($0)" }
+        for key in keys { try cache.put(key: key, data: Data(repeating: 7, count: 1000)) }
+        for key in keys where try cache.get(key: key) == nil { fail("\(key) did not read back") }
+        let packs = try FileManager.default.contentsOfDirectory(atPath: "\(directory)/packs")
+        guard packs.count == 1, let first = try cache.engine.currentEntry(KeyHash(key: keys[0])) else {
+            fail("expected one pack segment")
+        }
+        guard truncate("\(directory)/packs/\(packs[0])", off_t(first.location.position) + off_t(first.location.length)) == 0
+        else { fail("could not cut the segment short") }
+        var bus = sigset_t()
+        sigemptyset(&bus)
+        sigaddset(&bus, SIGBUS)
+        pthread_sigmask(SIG_BLOCK, &bus, nil)
+        exit(try cache.get(key: keys[31]) == nil ? 0 : 1)
 
     default:
         fail("unknown command \(arguments[1])")
