@@ -179,9 +179,10 @@ package struct PackedBodyStore: BodyStore {
 
     /// Reads the record at `location` into the memory of the `Data` returned and checks it
     /// whole: its place, header, key, size and body checksum. From the segment's mapping when
-    /// it has one: the header copied to the stack and the body to its place, no system call
-    /// but the check that this thread does not block SIGBUS. Else, or when the mapping cannot give the bytes (which the `pread` then explains),
-    /// with one system call (see ``wholeRecordReadLimit``).
+    /// it can: the header copied to the stack and the body to its place, no system call but the
+    /// check that this thread does not block SIGBUS. Else (and when the mapping cannot give the
+    /// bytes, which the `pread` then explains) with one system call (see
+    /// ``wholeRecordReadLimit``).
     fileprivate static func read(
         _ file: PackFile, hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64
     ) throws -> BodyRead {
@@ -189,7 +190,7 @@ package struct PackedBodyStore: BodyStore {
         guard expectedSize < UInt64(length) else { return .damaged("body size does not match") }
         let headLength = length - Int(expectedSize)
         let bodySize = Int(expectedSize)
-        let whole = file.mapping == nil && bodySize <= wholeRecordReadLimit
+        let whole = bodySize <= wholeRecordReadLimit
         // malloc'd, as `Data`'s `.free` deallocator expects; at least a byte, so never NULL.
         guard let memory = malloc(max(1, whole ? length : bodySize)) else { throw SystemError("malloc", errno: ENOMEM) }
         var handedOff = false
@@ -214,11 +215,19 @@ package struct PackedBodyStore: BodyStore {
                 return .damaged("body checksum does not match")
             }
             let entry = CacheEntry(header, in: headerBytes, key: key)
-            if whole { memmove(memory, body.baseAddress!, bodySize) }
+            if body.baseAddress != memory { memmove(memory, body.baseAddress!, bodySize) }
             handedOff = true
             return .found(CacheHit(data: Data(bytesNoCopy: memory, count: bodySize, deallocator: .free), entry: entry))
         }
         let position = Int64(location.position)
+        let body = UnsafeMutableRawBufferPointer(start: memory, count: bodySize)
+        if let mapping = file.mapping {
+            let copied = withUnsafeTemporaryAllocation(byteCount: headLength, alignment: 16) { head -> BodyRead? in
+                guard mapping.copy(from: location.position, into: head, then: body, of: file.file) else { return nil }
+                return check(head, body, read: length)
+            }
+            if let copied { return copied }
+        }
         if whole {
             let record = UnsafeMutableRawBufferPointer(start: memory, count: length)
             let count = try file.file.read(fromAbsoluteOffset: position, into: record)
@@ -226,12 +235,8 @@ package struct PackedBodyStore: BodyStore {
                 UnsafeMutableRawBufferPointer(rebasing: record[..<headLength]),
                 UnsafeMutableRawBufferPointer(rebasing: record[headLength...]), read: count)
         }
-        let body = UnsafeMutableRawBufferPointer(start: memory, count: bodySize)
         return try withUnsafeTemporaryAllocation(byteCount: headLength, alignment: 16) { head in
-            if let mapping = file.mapping, mapping.copy(from: location.position, into: head, then: body, of: file.file) {
-                return check(head, body, read: length)
-            }
-            return check(head, body, read: try file.file.read(fromAbsoluteOffset: position, into: head, then: body))
+            check(head, body, read: try file.file.read(fromAbsoluteOffset: position, into: head, then: body))
         }
     }
 

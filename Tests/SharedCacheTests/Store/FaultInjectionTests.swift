@@ -11,7 +11,7 @@ import Testing
 @Suite("Fault injection at the system-call layer", .serialized)
 struct FaultInjectionTests {
     static let calls = [
-        "openat", "write", "writev", "pwrite", "pread", "mmap", "mapped-copy", "renameat2", "fdatasync", "fsync", "mkdirat", "unlinkat", "ftruncate", "fstat",
+        "openat", "write", "writev", "pwrite", "pread", "preadv", "mmap", "mapped-copy", "renameat2", "fdatasync", "fsync", "mkdirat", "unlinkat", "ftruncate", "fstat",
         "statx", "fstatat", "readdir",
     ]
     static let occurrences = 1...6

@@ -1,6 +1,7 @@
 import Foundation
 import SharedCacheCLI
 import SharedCacheEngine
+import SharedCachePlatform
 import Testing
 
 @testable import SharedCache
@@ -23,8 +24,11 @@ struct MappedReadTests {
         for (index, key) in keys.enumerated() {
             try cache.put(key: key, data: PackSegmentTests.body(index, size: size))
         }
-        for (index, key) in keys.enumerated() {
-            #expect(try cache.get(key: key)?.data == PackSegmentTests.body(index, size: size))
+        // Read often enough that the reader copies from the mapping (earlier reads are preads).
+        for _ in 0...GrowingFileMapping.preadsBeforeMapping {
+            for (index, key) in keys.enumerated() {
+                #expect(try cache.get(key: key)?.data == PackSegmentTests.body(index, size: size))
+            }
         }
         let segment = directory("cache/packs/\(try #require(try packSegments(in: directory("cache")).first))")
         // Read through the mapping. (Under the thread sanitizer, whose runtime stands in for
