@@ -1,7 +1,8 @@
 import CSharedCacheSupport
 
 /// A file that only ever grows (a pack segment), mapped read-only and shared, so that reading
-/// a few bytes of it is a copy from memory instead of a `pread`: no system call at all.
+/// a few bytes of it is a copy from memory instead of a `pread`: no system call but a look at
+/// the thread's signal mask.
 ///
 /// Touching a mapped page wholly past the end of the file raises SIGBUS, as does a read error
 /// while the kernel pages it in; a `pread` would have returned a short count or EIO instead.
@@ -31,7 +32,6 @@ package final class GrowingFileMapping: @unchecked Sendable {
     /// How often each region was read, up to ``preadsBeforeMapping``: a byte each, eight to a
     /// word.
     private let regionReads: UnsafeMutablePointer<UInt64>
-    private let regionWords: Int
 
     /// What the kernel maps around a faulting page of a file (`fault_around_bytes`).
     static let regionSize = 64 << 10
@@ -44,7 +44,7 @@ package final class GrowingFileMapping: @unchecked Sendable {
         self.capacity = capacity
         sizeSeen = .allocate(capacity: 1)
         sizeSeen.initialize(to: 0)
-        regionWords = (capacity / Self.regionSize + 7) / 8
+        let regionWords = (capacity / Self.regionSize + 7) / 8
         regionReads = .allocate(capacity: regionWords)
         regionReads.initialize(repeating: 0, count: regionWords)
     }
@@ -85,9 +85,7 @@ package final class GrowingFileMapping: @unchecked Sendable {
         // A long read counts as several: what a copy saves over a `pread` grows with its pages.
         let weight = min(1 + (end - offset) / 16_384, Self.preadsBeforeMapping)
         let regions = Int(offset / UInt64(Self.regionSize))...Int((end - 1) / UInt64(Self.regionSize))
-        guard readOften(regions, counting: weight) else {
-            return false
-        }
+        guard readOften(regions, counting: weight) else { return false }
         #if DEBUG
         // `mapped-copy`: this copy faults, as touching a page of a file cut short does.
         if Failpoint.isArmed, Failpoint.error("mapped-copy") != nil { return false }

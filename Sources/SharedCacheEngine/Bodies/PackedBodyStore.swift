@@ -13,9 +13,9 @@ package import SharedCachePlatform
 /// segments (see ``PackSegments``), larger ones in blob files of their own
 /// (``BlobFileStore``, which also keeps reading the blobs of a directory made by version 1).
 ///
-/// A small get is a copy from the mapping of a segment kept open (or one `pread` where there is
-/// no mapping), where a blob costs open, read and close; a small put is one `pwrite` to a file this process owns, where a blob costs a
-/// create and a rename. Space of packed bodies comes back a segment at a time
+/// A small get is a copy from the mapping of a segment kept open (or one `pread`), where a blob
+/// costs open, read and close; a small put is one `pwrite` to a file this process owns, where a
+/// blob costs a create and a rename. Space of packed bodies comes back a segment at a time
 /// (``finishedPacks(modifiedBefore:)``), not per entry. Thread-safe.
 package struct PackedBodyStore: BodyStore {
     /// Bodies of at most this many bytes are packed (`pack-threshold` in the directory's
