@@ -57,12 +57,18 @@ package final class GrowingFileMapping: @unchecked Sendable {
 
     /// Maps the first `capacity` bytes of `file` (which may be shorter: it grows into them), or
     /// `nil` where copies from a mapping are not guarded, or mapping fails; the caller then
-    /// reads with `pread`.
+    /// reads with `pread`. Under a limit on address space (`ulimit -v`), which 64 segments'
+    /// capacity (4 GiB) could use up for the rest of the program, only what the file holds now
+    /// is mapped: bytes it grows into later are read with `pread`.
     package static func map(_ file: borrowing FileDescriptor, capacity: Int) -> GrowingFileMapping? {
-        guard MemoryLayout<Int>.size == 8, scs_guarded_copy_is_available() == 1,
-            let address = try? System.mapForReading(file.rawValue, size: capacity)
-        else { return nil }
-        return GrowingFileMapping(address: address, capacity: capacity)
+        guard MemoryLayout<Int>.size == 8, scs_guarded_copy_is_available() == 1 else { return nil }
+        var size = capacity
+        if System.addressSpaceIsLimited {
+            guard let now = try? file.sizeAndLinkCount().size, now > 0 else { return nil }
+            size = min(capacity, Int(now))
+        }
+        guard let address = try? System.mapForReading(file.rawValue, size: size) else { return nil }
+        return GrowingFileMapping(address: address, capacity: size)
     }
 
     /// Copies the bytes of the file from `offset` to `first` and the bytes right after them to

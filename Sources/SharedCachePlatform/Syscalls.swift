@@ -172,6 +172,23 @@ package enum System {
     /// 0 where there is none.
     package static let noAccessTimeFlag: Int32 = scs_no_access_time_flag()
 
+    /// Whether this process's address space is limited (`ulimit -v`), read once. The C function
+    /// is `getrlimit(RLIMIT_AS)`.
+    static let addressSpaceIsLimited: Bool = {
+        var limit = rlimit()
+        #if canImport(Glibc)
+        let result = getrlimit(__rlimit_resource_t(RLIMIT_AS.rawValue), &limit)
+        let infinity = rlim_t.max  // RLIM_INFINITY, which Swift's Glibc cannot import
+        #elseif canImport(Musl)
+        let result = getrlimit(RLIMIT_AS, &limit)
+        let infinity = rlim_t.max
+        #else
+        let result = getrlimit(RLIMIT_AS, &limit)
+        let infinity = RLIM_INFINITY
+        #endif
+        return result == 0 && limit.rlim_cur != infinity
+    }()
+
     /// Size and link count of an open descriptor, and nothing else: see
     /// ``FileDescriptor/sizeAndLinkCount()``. The C function is `statx` on Linux, else `fstat`.
     static func sizeAndLinkCount(_ descriptor: Int32) throws(SystemError) -> (size: Int64, linkCount: UInt64) {

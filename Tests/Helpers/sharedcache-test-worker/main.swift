@@ -62,6 +62,10 @@
 //       SIGUSR1 is blocked while it runs, 45 if not); nodefer-handler (SA_SIGINFO | SA_NODEFER:
 //       faults again, and exits 43 from the nested call); resethand-handler (SA_RESETHAND,
 //       returns). An alarm ends it after 20 s, should a SIGBUS come back for ever.
+//   sharedcache-test-worker mapped-size DIR limited|unlimited
+//       limited: first limits its address space (RLIMIT_AS) to what it uses now and 1 GiB more.
+//       Puts 3 entries of 1000 bytes, reads them back, and prints the bytes its pack segment
+//       takes in the address space (/proc/self/maps) and the segment's size: "mapped=N size=N".
 //   sharedcache-test-worker blocked-read DIR
 //       puts 32 entries of 1000 bytes and reads them back (five times, so that the reads
 //       that follow would copy from the mapping), cuts their pack segment short after
@@ -545,6 +549,35 @@ do {
         } else {
             print(BusErrorWorker.touchPastTheEnd())
         }
+
+    case "mapped-size":
+        if arguments[3] == "limited" {
+            let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("VmSize:") } ?? ""
+            guard let kilobytes = UInt64(line.split(separator: " ").dropFirst().first ?? "") else {
+                fail("no VmSize")
+            }
+            var limit = rlimit(rlim_cur: rlim_t((kilobytes << 10) + (1 << 30)), rlim_max: rlim_t.max)
+            guard setrlimit(__rlimit_resource_t(RLIMIT_AS.rawValue), &limit) == 0 else { fail("setrlimit refused") }
+        }
+        let cache = try SharedCache(directory: directory, configuration: Configuration(memoryCostLimit: 0))
+        for index in 0..<3 { try cache.put(key: "k\(index)", data: Data(repeating: 7, count: 1000)) }
+        for index in 0..<3 where try cache.get(key: "k\(index)") == nil { fail("k\(index) did not read back") }
+        let packs = try FileManager.default.contentsOfDirectory(atPath: "\(directory)/packs")
+        guard packs.count == 1 else { fail("expected one pack segment") }
+        let segment = "\(directory)/packs/\(packs[0])"
+        // Read to its end: String(contentsOfFile:) stops at /proc's first short read.
+        let maps = String(
+            decoding: (try? FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/self/maps")).readToEnd()) ?? nil
+                ?? Data(), as: UTF8.self)
+        var mapped: UInt64 = 0
+        for line in maps.split(separator: "\n") where line.hasSuffix(segment) {
+            let range = line.split(separator: " ")[0].split(separator: "-").compactMap { UInt64($0, radix: 16) }
+            mapped += range[1] - range[0]
+        }
+        let size = try FileManager.default.attributesOfItem(atPath: segment)[.size] as? Int ?? -1
+        print("mapped=\(mapped) size=\(size)")
+        withExtendedLifetime(cache) {}
 
     case "blocked-read":
         let cache = try SharedCache(directory: directory, configuration: Configuration(memoryCostLimit: 0))

@@ -88,6 +88,29 @@ struct MappedReadTests {
         }
     }
 
+    /// A process reserves a segment's whole capacity of address space for its mapping (64 MiB,
+    /// which the segment grows into), but under a limit on address space only what the segment
+    /// holds, rounded up to a page. (Not under a sanitizer, which reserves terabytes of address
+    /// space for its shadow memory.)
+    @Test(.enabled(if: !Requirements.underSanitizer, "a sanitizer's shadow memory takes terabytes of address space"))
+    func underALimitOnAddressSpaceOnlyWhatASegmentHoldsIsMapped() throws {
+        let directory = try TemporaryDirectory()
+        func run(_ limit: String) throws -> (mapped: Int, size: Int) {
+            let result = try Worker.run(["mapped-size", directory(limit), limit])
+            #expect(result.status == 0, "\(result.errors)")
+            let fields = result.output.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "=" }).compactMap {
+                Int($0)
+            }
+            try #require(fields.count == 2, "\(result.output)")
+            return (fields[0], fields[1])
+        }
+        let unlimited = try run("unlimited")
+        #expect(unlimited.mapped == Int(PackSegments.segmentCapacity))
+        let limited = try run("limited")
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        #expect(limited.size > 0 && limited.mapped == (limited.size + page - 1) / page * page)
+    }
+
     /// A thread that blocks SIGBUS would be ended by the kernel on a fault: it reads with
     /// `pread`, so a segment cut short is a miss there too.
     @Test func aThreadThatBlocksSIGBUSReadsACutSegmentAsAMiss() throws {

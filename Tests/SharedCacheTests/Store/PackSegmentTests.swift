@@ -247,7 +247,10 @@ struct PackSegmentTests {
 
     /// The files under `fragment` this process has mapped, each once (/proc/self/maps).
     static func mappedFiles(under fragment: String) -> Set<String> {
-        let maps = (try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)) ?? ""
+        // Read to its end: String(contentsOfFile:) stops at /proc's first short read.
+        let maps = String(
+            decoding: (try? FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/self/maps")).readToEnd()) ?? nil
+                ?? Data(), as: UTF8.self)
         return Set(
             maps.split(separator: "\n").compactMap { line in
                 line.range(of: fragment).map { String(line[$0.lowerBound...]) }
