@@ -184,7 +184,7 @@ package enum System {
         let infinity = rlim_t.max
         #else
         let result = getrlimit(RLIMIT_AS, &limit)
-        let infinity = RLIM_INFINITY
+        let infinity = rlim_t(Int64.max)  // Darwin's RLIM_INFINITY, (1 << 63) - 1
         #endif
         return result == 0 && limit.rlim_cur != infinity
     }()
