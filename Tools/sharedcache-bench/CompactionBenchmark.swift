@@ -48,18 +48,8 @@ func runCompaction(directory: String) throws -> Never {
     start = now()
     _ = try cache.compact(CompactionOptions(sweepOrphans: true))
     let sweep = Double(now() - start) / 1e6
-    #if os(Linux)
-    // This process's own high-water mark (VmHWM), not getrusage's ru_maxrss: Linux carries the
-    // spawning process's peak into a child's across the exec (posix_spawn shares the parent's
-    // memory until then), and the driver maps the segments its own gets copy from.
-    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-    let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") } ?? ""
-    let peak = (Double(line.split(separator: " ").dropFirst().first ?? "") ?? .nan) / 1024  // kB
-    #else
-    var usage = rusage()
-    getrusage(RUSAGE_SELF, &usage)
-    let peak = Double(usage.ru_maxrss) / 1024 / 1024  // bytes on Darwin
-    #endif
+    // Its own peak, not the driver's: see `peakResidentKilobytes`.
+    let peak = Double(peakResidentKilobytes() ?? 0) / 1024
     let checkpoint = report.checkpoint!
     let measurement = CompactionMeasurement(
         entries: report.entriesBefore, evicted: report.evictions.count, openMilliseconds: opened,
