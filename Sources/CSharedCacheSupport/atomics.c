@@ -17,7 +17,3 @@ void scs_atomic_max_u64(uint64_t *counter, uint64_t value) {
            !__atomic_compare_exchange_n(counter, &current, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
     }
 }
-
-uint64_t scs_atomic_or_u64(uint64_t *word, uint64_t bits) {
-    return __atomic_fetch_or(word, bits, __ATOMIC_SEQ_CST);
-}

@@ -69,9 +69,6 @@ uint64_t scs_atomic_load_u64(const uint64_t *counter);
 /// Atomically raises the 64-bit value at `counter` to at least `value`.
 void scs_atomic_max_u64(uint64_t *counter, uint64_t value);
 
-/// Atomically sets `bits` in the 64-bit word at `word`. Returns the previous value.
-uint64_t scs_atomic_or_u64(uint64_t *word, uint64_t bits);
-
 /// Whether `scs_guarded_copy` copies (installing its SIGBUS handler the first time it is asked):
 /// 1 on Linux while that handler is in place, 0 once another was put in its place, and on
 /// other systems.
