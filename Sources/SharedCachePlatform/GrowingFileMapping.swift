@@ -26,7 +26,7 @@ import CSharedCacheSupport
 /// mapped only where copies are guarded (Linux) and addresses are 64 bits wide.
 package final class GrowingFileMapping: @unchecked Sendable {
     // @unchecked: the mapping never changes; the size seen and the regions read are atomic.
-    private let address: UnsafeRawPointer
+    private let address: UnsafeMutableRawPointer  // mapped read-only
     private let capacity: Int
     private let sizeSeen: UnsafeMutablePointer<UInt64>
     /// How often each region was read, up to ``preadsBeforeMapping``: a byte each, eight to a
@@ -39,7 +39,7 @@ package final class GrowingFileMapping: @unchecked Sendable {
     /// copy saves on each read.
     package static let preadsBeforeMapping: UInt64 = 4
 
-    private init(address: UnsafeRawPointer, capacity: Int) {
+    private init(address: UnsafeMutableRawPointer, capacity: Int) {
         self.address = address
         self.capacity = capacity
         sizeSeen = .allocate(capacity: 1)
@@ -50,7 +50,7 @@ package final class GrowingFileMapping: @unchecked Sendable {
     }
 
     deinit {
-        System.unmap(UnsafeMutableRawPointer(mutating: address), size: capacity)
+        System.unmap(address, size: capacity)
         sizeSeen.deallocate()
         regionReads.deallocate()
     }
@@ -67,7 +67,9 @@ package final class GrowingFileMapping: @unchecked Sendable {
             guard let now = try? file.sizeAndLinkCount().size, now > 0 else { return nil }
             size = min(capacity, Int(now))
         }
-        guard let address = try? System.mapForReading(file.rawValue, size: size) else { return nil }
+        guard let address = try? System.map(file.rawValue, size: size, shared: true, writable: false) else {
+            return nil
+        }
         return GrowingFileMapping(address: address, capacity: size)
     }
 

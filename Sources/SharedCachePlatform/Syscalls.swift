@@ -355,36 +355,26 @@ package enum System {
         return Int(try retryingInterrupts("poll") { Glibc_or_Darwin_poll(&descriptors, count, milliseconds) })
     }
 
-    /// Maps `size` bytes of a file from `offset` (a multiple of the page size), readable and
-    /// writable: `shared` with every process that maps it, writes reaching the file; or
+    /// Maps `size` bytes of a file from `offset` (a multiple of the page size), readable, and
+    /// writable unless `writable` is false: `shared` with every process that maps it (the pages
+    /// are the file's, showing what any process writes to it, and writes reach the file); or
     /// privately, the pages the file's until written, a write copying the page for this process
     /// alone. The C function is `mmap` (`MAP_SHARED` or `MAP_PRIVATE`).
-    static func map(_ descriptor: Int32, offset: Int64 = 0, size: Int, shared: Bool) throws(SystemError)
-        -> UnsafeMutableRawPointer
+    static func map(_ descriptor: Int32, offset: Int64 = 0, size: Int, shared: Bool, writable: Bool = true)
+        throws(SystemError) -> UnsafeMutableRawPointer
     {
         #if DEBUG
         if Failpoint.isArmed, let injected = Failpoint.error("mmap") { throw SystemError("mmap", errno: injected) }
         #endif
-        let protection = PROT_READ | PROT_WRITE
+        let protection = writable ? PROT_READ | PROT_WRITE : PROT_READ
         let flags = shared ? MAP_SHARED : MAP_PRIVATE
         guard let mapped = mmap(nil, size, protection, flags, descriptor, off_t(offset)), mapped != MAP_FAILED
         else { throw SystemError("mmap", errno: errno) }
         return mapped
     }
 
-    /// Maps the first `size` bytes of a file read-only, shared: the pages are the file's, and
-    /// show what any process writes to it. The C function is `mmap` (`PROT_READ`, `MAP_SHARED`).
-    static func mapForReading(_ descriptor: Int32, size: Int) throws(SystemError) -> UnsafeRawPointer {
-        #if DEBUG
-        if Failpoint.isArmed, let injected = Failpoint.error("mmap") { throw SystemError("mmap", errno: injected) }
-        #endif
-        guard let mapped = mmap(nil, size, PROT_READ, MAP_SHARED, descriptor, 0), mapped != MAP_FAILED
-        else { throw SystemError("mmap", errno: errno) }
-        return UnsafeRawPointer(mapped)
-    }
-
-    /// Unmaps what ``map(_:offset:size:shared:)`` or ``mapForReading(_:size:)`` mapped. The C function is `munmap`; it fails
-    /// only for arguments that were never mapped, a bug.
+    /// Unmaps what ``map(_:offset:size:shared:writable:)`` mapped. The C function is `munmap`;
+    /// it fails only for arguments that were never mapped, a bug.
     static func unmap(_ address: UnsafeMutableRawPointer, size: Int) {
         let result = munmap(address, size)
         precondition(result == 0, "SharedCache unmapped memory it had not mapped")

@@ -125,8 +125,9 @@ package final class PackSegments: Sendable {
 package final class PackFile: Sendable {
     package let pack: UInt64
     package let file: FileDescriptor
-    /// The segment mapped up to its capacity (a segment only grows, and never past it); `nil`
-    /// where copies from a mapping are not guarded (see ``GrowingFileMapping``).
+    /// The segment mapped up to its capacity (a segment only grows, and never past it; under a
+    /// limit on address space, up to its size when opened); `nil` where copies from a mapping
+    /// are not guarded (see ``GrowingFileMapping``).
     package let mapping: GrowingFileMapping?
 
     init(pack: UInt64, file: consuming FileDescriptor) {
