@@ -569,15 +569,7 @@ do {
         let packs = try FileManager.default.contentsOfDirectory(atPath: "\(directory)/packs")
         guard packs.count == 1 else { fail("expected one pack segment") }
         let segment = "\(directory)/packs/\(packs[0])"
-        // Read to its end: String(contentsOfFile:) stops at /proc's first short read.
-        let maps = String(
-            decoding: (try? FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/self/maps")).readToEnd()) ?? nil
-                ?? Data(), as: UTF8.self)
-        var mapped: UInt64 = 0
-        for line in maps.split(separator: "\n") where line.hasSuffix(segment) {
-            let range = line.split(separator: " ")[0].split(separator: "-").compactMap { UInt64($0, radix: 16) }
-            mapped += range[1] - range[0]
-        }
+        let mapped = fileMappings().filter { $0.path == segment }.map(\.bytes).reduce(0, +)
         let size = try FileManager.default.attributesOfItem(atPath: segment)[.size] as? Int ?? -1
         print("mapped=\(mapped) size=\(size)")
         withExtendedLifetime(cache) {}

@@ -2,6 +2,7 @@ import Foundation
 import SharedCacheCLI
 import SharedCacheEngine
 import SharedCacheFormat
+import SharedCacheTestSupport
 import Testing
 
 @testable import SharedCache
@@ -245,16 +246,9 @@ struct PackSegmentTests {
         openDescriptors().map(\.target).filter { $0.contains(fragment) }
     }
 
-    /// The files under `fragment` this process has mapped, each once (/proc/self/maps).
+    /// The files under `fragment` this process has mapped, each once.
     static func mappedFiles(under fragment: String) -> Set<String> {
-        // Read to its end: String(contentsOfFile:) stops at /proc's first short read.
-        let maps = String(
-            decoding: (try? FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/self/maps")).readToEnd()) ?? nil
-                ?? Data(), as: UTF8.self)
-        return Set(
-            maps.split(separator: "\n").compactMap { line in
-                line.range(of: fragment).map { String(line[$0.lowerBound...]) }
-            })
+        Set(fileMappings().map(\.path).filter { $0.hasPrefix(fragment) })
     }
 
     /// This process's descriptors (their numbers, as /proc names them) and what each is open on.
