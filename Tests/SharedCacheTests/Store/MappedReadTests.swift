@@ -11,15 +11,13 @@ import Testing
 /// segment cut short under that mapping is a miss, not a SIGBUS that ends the process.
 @Suite("Mapped reads: copies from a pack segment's mapping survive the segment being cut short")
 struct MappedReadTests {
-    static let diskOnly = Configuration(memoryCostLimit: 0)
-
     /// The reader has seen the segment whole; then it is cut short past the first record. The
     /// other records' pages are now wholly past the file's end, where touching the mapping
     /// raises SIGBUS: each is a miss, discarded as damage, and the first still reads.
     @Test(arguments: [1000, 8000])
     func aSegmentCutShortUnderAReaderIsAMiss(size: Int) throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        let cache = try SharedCache(directory: directory("cache"), configuration: PackSegmentTests.diskOnly)
         let keys = (0..<(size < 4096 ? 32 : 8)).map { "k\($0)" }
         for (index, key) in keys.enumerated() {
             try cache.put(key: key, data: PackSegmentTests.body(index, size: size))
