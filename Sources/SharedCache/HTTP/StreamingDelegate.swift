@@ -50,6 +50,10 @@ final class StreamingDelegate: NSObject, URLSessionDataDelegate, @unchecked Send
             }
         } onCancel: {
             task.cancel()
+            // The caller's cancellation does not wait for URLSession to report the task's end:
+            // swift-corelibs-foundation reports none for a task whose protocol has gone. It
+            // ends on the delegate queue (serial), after the callbacks already queued.
+            session.delegateQueue.addOperation { self.complete(task, error: URLError(.cancelled)) }
         }
     }
 
@@ -107,6 +111,12 @@ final class StreamingDelegate: NSObject, URLSessionDataDelegate, @unchecked Send
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        complete(task, error: error)
+    }
+
+    /// Ends `task`'s transfer, unless it has ended: URLSession's report of a task's end and the
+    /// cancellations decided in ``send(_:in:streamingTo:)`` meet here, and the first wins.
+    private func complete(_ task: URLSessionTask, error: (any Error)?) {
         guard let transfer = transfers.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
         if let failure = transfer.failure {
             transfer.continuation.resume(throwing: failure)

@@ -36,7 +36,7 @@ struct ErrorBoundaryTests {
         }
     }
 
-    @Test func aCancelledFetchIsCancelled() async throws {
+    @Test(.timeLimit(.minutes(1))) func aCancelledFetchIsCancelled() async throws {
         // 200 MB at 1 MB/s: under way for minutes, so the cancellation lands mid-body however
         // long a busy test run keeps this test from running (two seconds' worth did not).
         try makeSparseFile(origin.directory("www/slow/big.bin"), size: 200 << 20)
@@ -54,6 +54,29 @@ struct ErrorBoundaryTests {
             #expect(error.code == .cancelled, "\(error.code): \(error)")
         }
         #expect(try !cache.contains(key: origin.url("/slow/big.bin").absoluteString))
+    }
+
+    /// A task cancelled before its request is sent ends as `.cancelled`, and sends nothing.
+    @Test(.timeLimit(.minutes(1))) func aFetchCancelledBeforeItsRequestIsSentSendsNothing() async throws {
+        try origin.write("/plain/a.txt", "body")
+        try origin.write("/plain/b.txt", "body")
+        let cache = try SharedCache(directory: directory("cache"))
+        let url = origin.url("/plain/a.txt")
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await cache.fetch(URLRequest(url: url))
+        }
+        do {
+            _ = try await task.value
+            Issue.record("a fetch cancelled before it began returned a body")
+        } catch let error as SharedCacheError {
+            #expect(error.code == .cancelled, "\(error.code): \(error)")
+        }
+        // nginx logs a request once answered: the one after it is logged after it.
+        _ = try await cache.fetch(URLRequest(url: origin.url("/plain/b.txt")))
+        #expect(origin.requests(to: "/plain/b.txt", atLeast: 1).count == 1)
+        #expect(origin.requests.filter { $0.path == "/plain/a.txt" }.isEmpty)
+        #expect(try !cache.contains(key: url.absoluteString))
     }
 
     @Test func aDeadOriginIsTheNetworksFailure() async throws {
