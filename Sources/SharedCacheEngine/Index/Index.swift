@@ -3,9 +3,9 @@ import SharedCachePlatform
 
 /// The live entries of a cache directory: the manifest with the journal replayed over it.
 ///
-/// Entries sit densely in one array (72 bytes each); an open-addressing table of 32-bit
-/// positions, at most half full, finds them by hash. A million entries cost about 80 MB, where
-/// a `Dictionary` rounds up to 2^21 buckets of 72 bytes (151 MB). Removal moves the last entry
+/// Entries sit densely in one array (72 bytes each); an open-addressing table of 64-bit slots,
+/// at most half full, finds them by hash. A million entries cost about 89 MB, where a
+/// `Dictionary` rounds up to 2^21 buckets of 72 bytes (151 MB). Removal moves the last entry
 /// into the hole, so iteration order is arbitrary, as a dictionary's is.
 ///
 /// A value type: a checkpoint snapshots it by copying (copy-on-write) and encodes the copy
@@ -14,8 +14,11 @@ package struct Index: Sendable, Sequence {
     package typealias Element = (hash: KeyHash, entry: IndexEntry)
 
     private var elements: ContiguousArray<Element> = []
-    /// 0 for an empty slot, else the element's position + 1. Linear probing.
-    private var slots = ContiguousArray<UInt32>(repeating: 0, count: 16)
+    /// 0 for an empty slot, else the element's position + 1 in the low 32 bits and its tag (see
+    /// ``tag(_:)``) above them. Linear probing. A probe compares tags, and a member's home slot
+    /// comes from its tag, so only a match touches an element: at a million entries, each
+    /// touch is a cache miss.
+    private var slots = ContiguousArray<UInt64>(repeating: 0, count: 16)
     /// Sum of the body sizes of all entries.
     package private(set) var totalBytes: UInt64 = 0
 
@@ -50,9 +53,10 @@ package struct Index: Sendable, Sequence {
             elements[position].entry = entry
             return
         }
-        guard elements.count < UInt32.max - 1 else { preconditionFailure("an index holds at most 2^32 - 2 entries") }
+        // Tags hold the home of a slot table of up to 2^32 slots, twice the entries.
+        guard elements.count < 1 << 31 else { preconditionFailure("an index holds at most 2^31 entries") }
         elements.append((hash, entry))
-        slots[slot] = UInt32(elements.count)
+        slots[slot] = Self.slot(tag: Self.tag(hash), position: elements.count - 1)
         totalBytes += entry.bodySize
         if Self.slotCount(for: elements.count) > slots.count { rebuildSlots(count: slots.count * 2) }
     }
@@ -67,7 +71,8 @@ package struct Index: Sendable, Sequence {
         let last = elements.count - 1
         if position != last {
             // The last element moves into the hole: repoint its slot first.
-            slots[find(elements[last].hash).slot] = UInt32(position + 1)
+            let moved = find(elements[last].hash).slot
+            slots[moved] = Self.slot(tag: Self.tag(of: slots[moved]), position: position)
             elements.swapAt(position, last)
         }
         elements.removeLast()
@@ -131,19 +136,31 @@ package struct Index: Sendable, Sequence {
 
     private var mask: Int { slots.count - 1 }
 
-    private func home(_ hash: KeyHash) -> Int {
-        // Fibonacci hashing: the multiply carries every input bit into the top bits used.
-        let mixed = (hash.tableBits ^ Self.seed) &* 0x9E37_79B9_7F4A_7C15
-        return Int(truncatingIfNeeded: mixed >> UInt64(64 - slots.count.trailingZeroBitCount))
+    /// The top 32 bits of `hash` mixed with the seed. Fibonacci hashing: the multiply carries
+    /// every input bit into the top bits.
+    private static func tag(_ hash: KeyHash) -> UInt32 {
+        UInt32(truncatingIfNeeded: ((hash.tableBits ^ seed) &* 0x9E37_79B9_7F4A_7C15) >> 32)
+    }
+
+    private static func slot(tag: UInt32, position: Int) -> UInt64 { UInt64(tag) << 32 | UInt64(position + 1) }
+    private static func tag(of slot: UInt64) -> UInt32 { UInt32(truncatingIfNeeded: slot >> 32) }
+    private static func position(of slot: UInt64) -> Int { Int(truncatingIfNeeded: slot & 0xFFFF_FFFF) - 1 }
+
+    /// The slot a tag's probe run starts at: its top bits.
+    private func home(_ tag: UInt32) -> Int {
+        Int(truncatingIfNeeded: tag >> UInt32(32 - slots.count.trailingZeroBitCount))
     }
 
     /// The slot that holds `hash`, or the empty slot where it would go.
     private func find(_ hash: KeyHash) -> (slot: Int, position: Int?) {
-        var slot = home(hash)
+        let tag = Self.tag(hash)
+        var slot = home(tag)
         while true {
             let value = slots[slot]
             if value == 0 { return (slot, nil) }
-            if elements[Int(value) - 1].hash == hash { return (slot, Int(value) - 1) }
+            if Self.tag(of: value) == tag, elements[Self.position(of: value)].hash == hash {
+                return (slot, Self.position(of: value))
+            }
             slot = (slot + 1) & mask
         }
     }
@@ -154,7 +171,7 @@ package struct Index: Sendable, Sequence {
         var hole = slot
         var next = (slot + 1) & mask
         while slots[next] != 0 {
-            let home = home(elements[Int(slots[next]) - 1].hash)
+            let home = home(Self.tag(of: slots[next]))
             // Move the member back unless its home lies cyclically after the hole.
             if (next - home) & mask >= (next - hole) & mask {
                 slots[hole] = slots[next]
@@ -166,11 +183,12 @@ package struct Index: Sendable, Sequence {
     }
 
     private mutating func rebuildSlots(count: Int) {
+        let old = slots
         slots = ContiguousArray(repeating: 0, count: count)
-        for position in elements.indices {
-            var slot = home(elements[position].hash)
+        for value in old where value != 0 {
+            var slot = home(Self.tag(of: value))
             while slots[slot] != 0 { slot = (slot + 1) & mask }
-            slots[slot] = UInt32(position + 1)
+            slots[slot] = value
         }
     }
 }
