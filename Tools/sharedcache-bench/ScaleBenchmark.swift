@@ -19,8 +19,8 @@ struct ScaleMeasurement: Codable {
     var residentBytesPerEntry: Double
     var get: Measurement
     var put: Measurement
-    /// The get floor: one pread of a record's size at a random offset of one of the directory's
-    /// own pack segments, open all along.
+    /// The get floor: one pread of a record's size at a random offset of the directory's own
+    /// pack segments, open all along.
     var getFloor: Measurement
     /// The put floor: one O_APPEND write of a record's size and one of a journal record's, to
     /// files in the directory's `tmp/`. Both floors run interleaved with the operations, on the
@@ -65,14 +65,21 @@ func runScale(_ arguments: [String]) throws -> Never {
     let writes = (0..<operations).map { "https://example.com/scale/new/\($0)" }
     var getSamples: [UInt64] = [], putSamples: [UInt64] = []
     var getFloorSamples: [UInt64] = [], putFloorSamples: [UInt64] = []
-    // The largest pack segment, read at random offsets for the get floor.
-    let packs = try FileManager.default.contentsOfDirectory(atPath: "\(directory)/packs").map { "\(directory)/packs/\($0)" }
-    let segment = try packs.max {
-        try FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int ?? 0
-            < FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int ?? 0
-    }.map { open($0, O_RDONLY | O_CLOEXEC | System.noAccessTimeFlag) } ?? -1
-    let segmentSize = max(Int(lseek(segment, 0, SEEK_END)) - 512, 1)
-    defer { close(segment) }
+    // Every pack segment, open all along: the get floor reads a random offset of all their
+    // bytes, the working set the gets read too.
+    let segments = try FileManager.default.contentsOfDirectory(atPath: "\(directory)/packs").map {
+        open("\(directory)/packs/\($0)", O_RDONLY | O_CLOEXEC | System.noAccessTimeFlag)
+    }
+    defer { segments.forEach { close($0) } }
+    let segmentSizes = segments.map { max(Int(lseek($0, 0, SEEK_END)) - 512, 1) }
+    func randomFloorRead() -> (descriptor: Int32, offset: off_t) {
+        var offset = Int.random(in: 0..<segmentSizes.reduce(0, +))
+        for (segment, size) in zip(segments, segmentSizes) {
+            if offset < size { return (segment, off_t(offset)) }
+            offset -= size
+        }
+        preconditionFailure("an offset past every segment")
+    }
     let records = open("\(directory)/tmp/floor-records", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
     defer { close(records) }
     let journal = open("\(directory)/tmp/floor-journal", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
@@ -84,8 +91,9 @@ func runScale(_ arguments: [String]) throws -> Never {
         var before = now()
         guard try cache.get(key: reads[index]) != nil else { fatalError("scale entry missing") }
         getSamples.append(now() - before)
+        let (segment, offset) = randomFloorRead()
         before = now()
-        _ = pread(segment, buffer, bytes.count, off_t(Int.random(in: 0..<segmentSize)))
+        _ = pread(segment, buffer, bytes.count, offset)
         getFloorSamples.append(now() - before)
         before = now()
         try cache.put(key: writes[index], data: body)

@@ -36,6 +36,9 @@ if CommandLine.arguments.count >= 3, CommandLine.arguments[1] == "--role" {
     case "mixed": try runMixedWorker(arguments)
     case "mixed-floor": try runMixedFloorWorker(arguments)
     case "mixed-spin": try runMixedSpinWorker(arguments)
+    case "build-scale":
+        try buildScaleDirectory(arguments[0], entries: Int(arguments[1])!)
+        exit(0)
     case "scale": try runScale(arguments)
     case "instructions": try runInstructions(arguments)
     case "loop": try runProfileLoop(arguments)
@@ -111,8 +114,6 @@ for entries in options.quick ? [1_000, 10_000] : [1_000, 100_000] {
 let (largestRow, compaction) = try largestScale()
 scaleRows.append(largestRow)
 let instructions = try instructionCounts(in: "\(runRoot)/instructions")
-
-
 
 print(
     "SharedCache benchmark: \(ProcessInfo.processInfo.activeProcessorCount) CPUs, "
