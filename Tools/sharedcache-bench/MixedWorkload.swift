@@ -64,32 +64,24 @@ func timeOperations(
 }
 
 /// `--role mixed-floor DIR KEYS OPERATIONS SEED START_AT_NS OUT`: the floor of one mixed
-/// process: a get is open + pread + close of a 1 KB file, a put is create + write + close +
-/// rename over it plus one O_APPEND record. Run 8 at once, it shows what 8 processes on this
-/// machine's cores cost by themselves (scheduling included).
+/// process, the operations' own cost: a get is one `pread` of the key's 1 KB from a file open
+/// all along, a put one 1 KB `write` with `O_APPEND` to a file every process appends to. Run 8
+/// at once, it shows what 8 processes doing that work cost on this machine's cores
+/// (scheduling and the filesystem's stalls included).
 func runMixedFloorWorker(_ arguments: [String]) throws -> Never {
     let (directory, keys, operations) = (arguments[0], Int(arguments[1])!, Int(arguments[2])!)
     var random = SplitMix64(seed: UInt64(arguments[3])!)
     let startAt = UInt64(arguments[4])!
-    let worker = arguments[3]
-    let paths = (0..<keys).map { "\(directory)/\($0 % 256)/\($0)" }
     let value = [UInt8](repeating: 0x66, count: 1024)
-    let record = [UInt8](repeating: 0x11, count: 120)
-    let journal = open("\(directory)/journal", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-    let buffer = UnsafeMutableRawPointer.allocate(byteCount: 8192, alignment: 16)
-    try timeOperations(operations, startingAt: startAt, writingTo: arguments[5]) { index in
-        let path = paths[Int.random(in: 0..<keys, using: &random)]
+    let records = open("\(directory)/records", O_RDONLY | O_CLOEXEC)
+    let appends = open("\(directory)/appends", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+    let buffer = UnsafeMutableRawPointer.allocate(byteCount: 1024, alignment: 16)
+    try timeOperations(operations, startingAt: startAt, writingTo: arguments[5]) { _ in
+        let key = Int.random(in: 0..<keys, using: &random)
         if Int.random(in: 0..<10, using: &random) == 0 {
-            let temporary = "\(directory)/tmp/\(worker)-\(index)"
-            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-            _ = value.withUnsafeBytes { write(fd, $0.baseAddress, 1024) }
-            close(fd)
-            rename(temporary, path)
-            _ = record.withUnsafeBytes { write(journal, $0.baseAddress, 120) }
+            _ = value.withUnsafeBytes { write(appends, $0.baseAddress, 1024) }
         } else {
-            let fd = open(path, O_RDONLY | O_CLOEXEC)
-            _ = pread(fd, buffer, 8192, 0)
-            close(fd)
+            _ = pread(records, buffer, 1024, off_t(key * 1024))
         }
     }
 }
@@ -117,16 +109,13 @@ func spinMixed(in root: String, operations: Int, nanoseconds: UInt64) throws -> 
 
 func floorMixed(in root: String, operations: Int) throws -> MixedMeasurement {
     let directory = "\(root)/floor"
-    try FileManager.default.createDirectory(atPath: "\(directory)/tmp", withIntermediateDirectories: true)
-    for folder in 0..<256 { mkdir("\(directory)/\(folder)", 0o700) }
-    let value = Data(repeating: 0x66, count: 1024)
-    for index in 0..<mixedKeys { try value.write(to: URL(fileURLWithPath: "\(directory)/\(index % 256)/\(index)")) }
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    try Data(repeating: 0x66, count: 1024 * mixedKeys).write(to: URL(fileURLWithPath: "\(directory)/records"))
     let executable = ChildProcess.currentExecutable.path
     return try mixedRun(in: root, operations: operations) { worker, startAt, out in
         (executable, ["--role", "mixed-floor", directory, "\(mixedKeys)", "\(operations)", "\(worker + 1)", "\(startAt)", out])
     }
 }
-
 
 /// The 8-process runs: the syscall floor, the scheduler's floor, SharedCache, and diskcache.
 struct MixedRuns: Codable {
