@@ -222,7 +222,7 @@ package final class CacheEngine: Sendable {
 
     /// The index's current entry for `hash`, after picking up other processes' appends.
     package func currentEntry(_ hash: KeyHash) throws(SharedCacheError) -> IndexEntry? {
-        try lookUp(hash) { _, _ in }
+        try withRefreshedState { state in state.live.index[hash] }
     }
 
     /// The index's current entry for `hash`, as ``currentEntry(_:)``; `memoryCopy` is set to the
@@ -234,22 +234,23 @@ package final class CacheEngine: Sendable {
         -> IndexEntry?
     {
         memoryCopy = nil
-        return try lookUp(hash) { state, entry in
-            if !state.memory.isEmpty { memoryCopy = state.memory.hit(hash, at: entry.location) }
+        return try withRefreshedState { state in
+            guard !state.memory.isEmpty else { return state.live.index[hash] }
+            // A copy checked against the index as it still is needs no lookup.
+            let stamp = state.live.stamp()
+            if let entry = state.memory.hit(hash, checkedAt: stamp, into: &memoryCopy) { return entry }
+            guard let entry = state.live.index[hash] else { return nil }
+            memoryCopy = state.memory.hit(hash, at: entry.location, entry: entry, stamp: stamp)
+            return entry
         }
     }
 
-    /// Refreshes the index, looks `hash` up, and runs `found` on what it found while the state
-    /// is still locked.
-    private func lookUp(_ hash: KeyHash, _ found: (inout State, IndexEntry) -> Void) throws(SharedCacheError)
-        -> IndexEntry?
-    {
+    /// Runs `body` on the locked state after picking up other processes' appends.
+    private func withRefreshedState<Result>(_ body: (inout State) -> Result) throws(SharedCacheError) -> Result {
         try directory.perform("reading the journal") {
             try withState { state in
                 try state.live.refresh()
-                guard let entry = state.live.index[hash] else { return nil }
-                found(&state, entry)
-                return entry
+                return body(&state)
             }
         }
     }

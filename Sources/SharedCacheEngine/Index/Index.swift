@@ -21,12 +21,30 @@ package struct Index: Sendable, Sequence {
     private var slots = ContiguousArray<UInt64>(repeating: 0, count: 16)
     /// Sum of the body sizes of all entries.
     package private(set) var totalBytes: UInt64 = 0
+    /// What ``stamp()`` returns until the next change; 0 when a change made it stale.
+    private var currentStamp: UInt64 = 0
 
     /// Mixed into every hash: keys are chosen by callers (URLs), so the slot a key lands in
     /// must not be predictable, or a few thousand ground keys could turn lookups linear.
     private static let seed = UInt64.random(in: .min ... .max)
 
     package init() {}
+
+    /// A number that names these contents: no other contents of an index in this process had
+    /// it. A caller that keeps it beside what it read can later tell, from the stamp alone,
+    /// that the index has not changed since (the memory tier serves a copy without a lookup).
+    package mutating func stamp() -> UInt64 {
+        if currentStamp == 0 {
+            currentStamp = Self.lastStamp.withLock { last in
+                last += 1
+                return last
+            }
+        }
+        return currentStamp
+    }
+
+    /// The last stamp given to any index of the process.
+    private static let lastStamp = Locked<UInt64>(0)
 
     package var count: Int { elements.count }
     package var isEmpty: Bool { elements.isEmpty }
@@ -47,6 +65,7 @@ package struct Index: Sendable, Sequence {
 
     /// Makes `entry` the current version for `hash`, replacing any other.
     package mutating func insert(_ entry: IndexEntry, for hash: KeyHash) {
+        currentStamp = 0
         let (slot, position) = find(hash)
         if let position {
             totalBytes = totalBytes - elements[position].entry.bodySize + entry.bodySize
@@ -66,6 +85,7 @@ package struct Index: Sendable, Sequence {
     package mutating func remove(_ hash: KeyHash, at location: BodyLocation) -> IndexEntry? {
         let (slot, found) = find(hash)
         guard let position = found, elements[position].entry.location == location else { return nil }
+        currentStamp = 0
         let removed = elements[position].entry
         vacate(slot)
         let last = elements.count - 1
@@ -81,6 +101,7 @@ package struct Index: Sendable, Sequence {
     }
 
     package mutating func removeAll() {
+        currentStamp = 0
         elements.removeAll()
         slots = ContiguousArray(repeating: 0, count: 16)
         totalBytes = 0
@@ -89,6 +110,7 @@ package struct Index: Sendable, Sequence {
     /// Updates the entry for `hash` in place, if there is one.
     package mutating func modify(_ hash: KeyHash, _ body: (inout IndexEntry) -> Void) {
         guard let position = find(hash).position else { return }
+        currentStamp = 0
         body(&elements[position].entry)
     }
 

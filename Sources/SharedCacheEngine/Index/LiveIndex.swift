@@ -66,6 +66,9 @@ package final class LiveIndex {
         self.checkpointedThrough = cursor.lastSequence
     }
 
+    /// The index's stamp (see ``Index/stamp()``).
+    package func stamp() -> UInt64 { index.stamp() }
+
     /// Loads the index: the manifest, then every journal record after it.
     ///
     /// When the manifest is missing or corrupt it is rebuilt from the blobs under the directory

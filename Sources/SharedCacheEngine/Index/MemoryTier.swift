@@ -3,9 +3,12 @@ import SharedCachePlatform
 
 /// This process's copies of recently read bodies, in front of the disk, limited by cost.
 ///
-/// Copies are keyed by version (hash and blob ID), and every read first checks the version
-/// against the journal-fed index, so a copy another process replaced or removed is never
-/// served; the index also hands over the hashes it saw change, and their copies are dropped.
+/// Copies are keyed by version (hash and location), and a read checks the version against the
+/// journal-fed index, so a copy another process replaced or removed is never served; the index
+/// also hands over the hashes it saw change, and their copies are dropped. A copy keeps the
+/// index entry and the index's stamp (``Index/stamp()``) it was last checked at: while the
+/// stamp is the same, the index has not changed, and the copy is served without a lookup (at a
+/// large index, two cache misses of a hit's few).
 /// Least recently used copies go first when the cost limit or the count limit is passed, and a
 /// copy not used for the idle expiry is dropped when next looked at (Kingfisher's memory
 /// storage: `totalCostLimit`, `countLimit`, `expiration` counted from the last access).
@@ -19,6 +22,10 @@ struct MemoryTier {
         var hash: KeyHash
         var location: BodyLocation
         var hit: CacheHit
+        /// The index's entry for this version, as of the index whose stamp is `checkedAt`.
+        var entry: IndexEntry?
+        /// The stamp of the index this copy was last checked against; 0 for never.
+        var checkedAt: UInt64 = 0
         var cost: Int
         /// Monotonic nanoseconds of the last use, for the idle expiry; 0 without one (and
         /// never read then).
@@ -61,21 +68,49 @@ struct MemoryTier {
     var cost: Int { totalCost }
 
     /// The copy of the version at `location` of `hash`, if held; it becomes the most recently
-    /// used.
-    mutating func hit(_ hash: KeyHash, at location: BodyLocation, now: UInt64? = nil) -> CacheHit? {
+    /// used. `entry`, the index's entry for that version, is kept with the copy as of the index
+    /// stamped `stamp`.
+    mutating func hit(
+        _ hash: KeyHash, at location: BodyLocation, entry: IndexEntry? = nil, stamp: UInt64 = 0, now: UInt64? = nil
+    ) -> CacheHit? {
         guard let position = positions[hash] else { return nil }
-        let now = useTime(now)
-        let idle = idleExpiry.map { now &- copies[position].lastUseTime > $0 } ?? false
-        guard copies[position].location == location, !idle else {
+        guard copies[position].location == location else {
             drop(hash)
             return nil
+        }
+        copies[position].entry = entry
+        copies[position].checkedAt = entry == nil ? 0 : stamp
+        var copy: CacheHit?
+        _ = use(position, into: &copy, now: now)
+        return copy
+    }
+
+    /// The index entry of `hash`'s copy, with the copy in `copy`, if the copy was last checked
+    /// against an index stamped `stamp`: that index has not changed since, so both are current.
+    /// (The copy comes back through `copy`: a hit in a tuple was moved whole at each step.)
+    mutating func hit(_ hash: KeyHash, checkedAt stamp: UInt64, into copy: inout CacheHit?, now: UInt64? = nil)
+        -> IndexEntry?
+    {
+        guard let position = positions[hash], copies[position].checkedAt == stamp,
+            let entry = copies[position].entry, use(position, into: &copy, now: now)
+        else { return nil }
+        return entry
+    }
+
+    /// Puts the copy at `position` in `copy`, made the most recently used; drops it instead
+    /// when it went unused for longer than the idle expiry. Returns whether it was used.
+    private mutating func use(_ position: Int, into copy: inout CacheHit?, now: UInt64?) -> Bool {
+        let now = useTime(now)
+        if let idleExpiry, now &- copies[position].lastUseTime > idleExpiry {
+            remove(at: position)
+            return false
         }
         unlink(position)
         linkAsNewest(position)
         copies[position].lastUseTime = now
-        var hit = copies[position].hit
-        hit.cacheType = .memory
-        return hit
+        copy = copies[position].hit
+        copy?.cacheType = .memory
+        return true
     }
 
     /// The monotonic clock idle expiry is measured on.

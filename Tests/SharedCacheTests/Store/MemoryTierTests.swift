@@ -3,6 +3,7 @@ import Testing
 
 @testable import SharedCache
 @testable import SharedCacheEngine
+import SharedCachePlatform
 
 @Suite("The per-process memory tier: served from memory, never stale")
 struct MemoryTierTests {
@@ -29,6 +30,27 @@ struct MemoryTierTests {
         #expect(try reader.get(key: "k")?.data == Data("three".utf8))
         try writer.clear()
         #expect(try reader.get(key: "k") == nil)
+    }
+
+    /// A copy is served without an index lookup while the index is unchanged. An expiry
+    /// another instance moves changes the index but not the version, so the copy stays: its
+    /// next hit must go by the moved expiry, not the one it was checked with.
+    @Test func aCopyGoesByTheExpiryAnotherInstanceMoved() throws {
+        let directory = try TemporaryDirectory()
+        let offset = Locked<Int64>(0)
+        var configuration = Configuration()
+        configuration.clock = WallClock { Clock.nowMilliseconds() + offset.withLock { $0 } }
+        let reader = try SharedCache(directory: directory("cache"), configuration: configuration)
+        let writer = try SharedCache(directory: directory("cache"), configuration: Configuration(memoryCostLimit: 0))
+        try writer.put(key: "k", data: Data("body".utf8), metadata: EntryMetadata(expiry: .after(.seconds(60))))
+        // Read from disk, then checked against the index, then served on that check alone.
+        for _ in 0..<2 { _ = try reader.get(key: "k") }
+        #expect(try reader.get(key: "k")?.cacheType == .memory)
+
+        #expect(try writer.get(key: "k", extendingExpiry: .after(.seconds(3600))) != nil)
+        // Two minutes on: past the expiry the reader's copy was checked with, not the moved one.
+        offset.withLock { $0 = 120_000 }
+        #expect(try reader.get(key: "k")?.cacheType == .memory)
     }
 
     @Test func thePutterKeepsACopyToo() throws {
