@@ -46,12 +46,18 @@ final class StreamingDelegate: NSObject, URLSessionDataDelegate, @unchecked Send
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 transfers.withLock { $0[task.taskIdentifier] = Transfer(receive: receive, continuation: continuation) }
+                // Cancelled before the transfer was in the table, the handler below found
+                // nothing to end: end it here, and send nothing.
+                guard !Task.isCancelled else { return complete(task, error: URLError(.cancelled)) }
                 task.resume()
             }
         } onCancel: {
-            task.cancel()
-            // The caller's cancellation does not wait for URLSession to report the task's end:
-            // swift-corelibs-foundation reports none for a task whose protocol has gone. It
+            // The handler runs under the Swift task's own lock, and `cancel()` waits for the
+            // session's work queue, whose threads may be waiting for that lock to resume a task
+            // (swift-corelibs-foundation #5412): it is called from elsewhere.
+            DispatchQueue.global().async { task.cancel() }
+            // The caller's cancellation does not wait for URLSession to report the task's end
+            // (swift-corelibs-foundation reports none for a task whose protocol has gone): it
             // ends on the delegate queue (serial), after the callbacks already queued.
             session.delegateQueue.addOperation { self.complete(task, error: URLError(.cancelled)) }
         }
