@@ -69,7 +69,7 @@ public struct KeyHash: Hashable, Sendable, Comparable, CustomStringConvertible {
         writeHexDigits(w3, width: 16, into: UnsafeMutableRawBufferPointer(rebasing: buffer[48...]))
     }
 
-    /// Whether keys are hashed with the CPU's SHA instructions (x86-64 SHA-NI).
+    /// Whether keys are hashed with the CPU's SHA instructions (x86-64 SHA-NI, ARMv8 SHA-2).
     package static var isHardwareAccelerated: Bool { scs_sha256_is_hardware_accelerated() != 0 }
 
     /// Nanoseconds to hash a key of `bytes`' length: with the code ``init(key:)`` uses, and

@@ -55,6 +55,10 @@ package enum ManifestCoding {
         package var fileSize: Int { headerSize + Int(entryCount) * storedEntrySize + trailerSize }
     }
 
+    /// The most entries an index holds (its slots keep 32-bit positions beside 32-bit tags, for
+    /// tables of up to 2^32 slots, twice the entries): a header claiming more is corrupt.
+    package static let maximumEntryCount: UInt64 = 1 << 31
+
     // The pieces are separate so a manifest of a million entries can be written and read in
     // chunks, with the entries' checksum carried along, instead of whole in memory.
 
@@ -109,6 +113,7 @@ package enum ManifestCoding {
         guard storedEntrySize >= entrySize(major: major), count <= UInt64(Int.max / 2 / storedEntrySize) else {
             throw .invalidField("entry size \(storedEntrySize)")
         }
+        guard count <= maximumEntryCount else { throw .invalidField("entry count \(count)") }
         return Header(
             generation: generation, lastSequence: lastSequence, entryCount: count, createdAt: createdAt,
             storedEntrySize: storedEntrySize, major: major)

@@ -72,8 +72,9 @@ package struct Index: Sendable, Sequence {
             elements[position].entry = entry
             return
         }
-        // Tags hold the home of a slot table of up to 2^32 slots, twice the entries.
-        guard elements.count < 1 << 31 else { preconditionFailure("an index holds at most 2^31 entries") }
+        guard elements.count < Int(ManifestCoding.maximumEntryCount) else {
+            preconditionFailure("an index holds at most 2^31 entries")
+        }
         elements.append((hash, entry))
         slots[slot] = Self.slot(tag: Self.tag(hash), position: elements.count - 1)
         totalBytes += entry.bodySize

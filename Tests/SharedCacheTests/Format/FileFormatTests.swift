@@ -39,6 +39,18 @@ struct FileFormatTests {
         #expect(entries == Dictionary(uniqueKeysWithValues: index.map { ($0.hash, $0.entry) }))
     }
 
+    /// A header claiming more entries than an index can hold is corrupt (it would not fit the
+    /// index's slots), not a size to reserve.
+    @Test func aManifestClaimingTooManyEntriesIsCorrupt() throws {
+        let limit = ManifestCoding.maximumEntryCount
+        for (count, accepted) in [(limit, true), (limit + 1, false)] {
+            let header = ManifestCoding.encodeHeader(
+                ManifestCoding.Header(generation: 1, lastSequence: 0, entryCount: count, createdAt: 0))
+            let decoded = try? header.withUnsafeBytes { try ManifestCoding.decodeHeader($0) }
+            #expect((decoded != nil) == accepted, "entry count \(count)")
+        }
+    }
+
     /// sharedcache(5): a manifest of the wrong size is corrupt as a whole.
     @Test func truncatedManifestIsRejected() {
         let bytes = Self.encodeManifest(Self.sampleIndex(10))

@@ -1,9 +1,9 @@
 import Foundation
+import SharedCachePlatform
 import Testing
 
 @testable import SharedCache
 @testable import SharedCacheEngine
-import SharedCachePlatform
 
 @Suite("The per-process memory tier: served from memory, never stale")
 struct MemoryTierTests {
