@@ -31,10 +31,10 @@ struct CacheGuideTests {
 
     @Test func removeExpiredRemovesOnlyExpiredEntriesWithTheirKeys() throws {
         let directory = try TemporaryDirectory()
-        let offset = Locked<Int64>(0)
-        var configuration = Configuration(entryLimit: 2, evictionGracePeriod: .zero)
-        configuration.clock = WallClock { Clock.nowMilliseconds() + offset.withLock { $0 } }
-        let cache = try SharedCache(directory: directory("cache"), configuration: configuration)
+        let clock = TestClock()
+        let cache = try SharedCache(
+            directory: directory("cache"),
+            configuration: Configuration(entryLimit: 2, evictionGracePeriod: .zero).judgingTime(by: clock))
         let collector = RemovalCollector()
         let subscription = cache.onRemovals { collector.append($0) }
         defer { subscription.cancel() }
@@ -42,7 +42,7 @@ struct CacheGuideTests {
         for index in 0..<4 {
             try cache.put(key: "long\(index)", data: Data("2".utf8), metadata: EntryMetadata(expiry: .never))
         }
-        offset.withLock { $0 = 20_000 }
+        clock.advance(by: .seconds(20))
         #expect(try cache.removeExpired() == 1)
         let removals = collector.wait(for: 1)
         #expect(removals.map(\.key) == ["short"] && removals.map(\.reason) == [.expired])
@@ -102,23 +102,22 @@ struct CacheGuideTests {
 
     @Test func aReadCanExtendTheExpiryForEveryProcess() throws {
         let directory = try TemporaryDirectory()
-        let offset = Locked<Int64>(0)
-        var configuration = Configuration()
-        configuration.clock = WallClock { Clock.nowMilliseconds() + offset.withLock { $0 } }
+        let clock = TestClock()
+        let configuration = Configuration().judgingTime(by: clock)
         let reader = try SharedCache(directory: directory("cache"), configuration: configuration)
         let other = try SharedCache(directory: directory("cache"), configuration: configuration)
         let lifetime = EntryMetadata(expiry: .after(.seconds(10)))
         try reader.put(key: "extended", data: Data("e".utf8), metadata: lifetime)
         try reader.put(key: "plain", data: Data("p".utf8), metadata: lifetime)
 
-        offset.withLock { $0 = 8_000 }
+        clock.advance(by: .seconds(8))
         let hit = try reader.get(key: "extended", extendingExpiry: .cacheTime)
         #expect(hit?.data == Data("e".utf8))
         #expect(try reader.get(key: "plain", extendingExpiry: .none) != nil)
-        offset.withLock { $0 = 15_000 }  // past the first 10 s, within 10 s of the read
+        clock.advance(by: .seconds(7))  // past the first 10 s, within 10 s of the read
         #expect(try other.get(key: "extended")?.data == Data("e".utf8))
         #expect(try other.get(key: "plain") == nil)
-        offset.withLock { $0 = 30_000 }
+        clock.advance(by: .seconds(15))
         #expect(try other.get(key: "extended") == nil)
     }
 }

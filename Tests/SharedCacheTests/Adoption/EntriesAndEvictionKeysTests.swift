@@ -11,14 +11,13 @@ struct EntriesAndEvictionKeysTests {
     @Test func entriesListsKeySizeETagAndExpiryLeastRecentlyUsedFirst() throws {
         let directory = try TemporaryDirectory()
         // Recency is kept in milliseconds: the second put is made a second later by the clock.
-        let offset = Locked<Int64>(0)
-        var configuration = Configuration()
-        configuration.clock = WallClock { Clock.nowMilliseconds() + offset.withLock { $0 } }
+        let clock = TestClock()
+        let configuration = Configuration().judgingTime(by: clock)
         let cache = try SharedCache(directory: directory("cache"), configuration: configuration)
         let other = try SharedCache(directory: directory("cache"), configuration: configuration)
         let inAnHour = Date(timeIntervalSinceNow: 3600)
         try cache.put(key: "first", data: Data(count: 10), metadata: EntryMetadata(etag: "\"1\"", expiry: .never))
-        offset.withLock { $0 = 1000 }
+        clock.advance(by: .seconds(1))
         try other.put(key: "second", data: Data(count: 20), metadata: EntryMetadata(expiry: .at(inAnHour)))
 
         let entries = try cache.entries()

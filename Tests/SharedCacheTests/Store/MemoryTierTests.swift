@@ -1,5 +1,4 @@
 import Foundation
-import SharedCachePlatform
 import Testing
 
 @testable import SharedCache
@@ -37,10 +36,9 @@ struct MemoryTierTests {
     /// next hit must go by the moved expiry, not the one it was checked with.
     @Test func aCopyGoesByTheExpiryAnotherInstanceMoved() throws {
         let directory = try TemporaryDirectory()
-        let offset = Locked<Int64>(0)
-        var configuration = Configuration()
-        configuration.clock = WallClock { Clock.nowMilliseconds() + offset.withLock { $0 } }
-        let reader = try SharedCache(directory: directory("cache"), configuration: configuration)
+        let clock = TestClock()
+        let reader = try SharedCache(
+            directory: directory("cache"), configuration: Configuration().judgingTime(by: clock))
         let writer = try SharedCache(directory: directory("cache"), configuration: Configuration(memoryCostLimit: 0))
         try writer.put(key: "k", data: Data("body".utf8), metadata: EntryMetadata(expiry: .after(.seconds(60))))
         // Read from disk, then checked against the index, then served on that check alone.
@@ -49,7 +47,7 @@ struct MemoryTierTests {
 
         #expect(try writer.get(key: "k", extendingExpiry: .after(.seconds(3600))) != nil)
         // Two minutes on: past the expiry the reader's copy was checked with, not the moved one.
-        offset.withLock { $0 = 120_000 }
+        clock.advance(by: .seconds(120))
         #expect(try reader.get(key: "k")?.cacheType == .memory)
     }
 
