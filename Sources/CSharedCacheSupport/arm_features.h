@@ -15,7 +15,7 @@
 
 enum scs_arm_feature { SCS_ARM_CRC32, SCS_ARM_SHA2 };
 
-static inline int scs_arm_has(enum scs_arm_feature feature) {
+static inline int scs_arm_ask(enum scs_arm_feature feature) {
 #if defined(__APPLE__)
     const char *name = feature == SCS_ARM_CRC32 ? "hw.optional.armv8_crc32" : "hw.optional.arm.FEAT_SHA256";
     int value = 0;
@@ -30,6 +30,24 @@ static inline int scs_arm_has(enum scs_arm_feature feature) {
     (void)feature;
     return 0;
 #endif
+}
+
+// Whether the CPU has `feature`: known at compile time where the compiler targets it, else
+// asked once (a system call on Apple) and remembered. Threads asking at once get one answer.
+static inline int scs_arm_has(enum scs_arm_feature feature) {
+#if defined(__ARM_FEATURE_CRC32)
+    if (feature == SCS_ARM_CRC32) return 1;
+#endif
+#if defined(__ARM_FEATURE_SHA2)
+    if (feature == SCS_ARM_SHA2) return 1;
+#endif
+    static int known[2] = {-1, -1};  // -1: not asked yet
+    int value = __atomic_load_n(&known[feature], __ATOMIC_RELAXED);
+    if (value < 0) {
+        value = scs_arm_ask(feature);
+        __atomic_store_n(&known[feature], value, __ATOMIC_RELAXED);
+    }
+    return value;
 }
 #endif
 

@@ -81,17 +81,7 @@ static int hardware_available(void) {
 #define HW_TARGET __attribute__((target("+crc")))
 #define HW_CRC_U64(c, v) __crc32cd((c), (v))
 #define HW_CRC_U8(c, v) __crc32cb((c), (v))
-#if defined(__ARM_FEATURE_CRC32)
-static int hardware_available(void) { return 1; }
-#else
-static int crc32_instructions;
-static pthread_once_t crc32_once = PTHREAD_ONCE_INIT;
-static void detect_crc32(void) { crc32_instructions = scs_arm_has(SCS_ARM_CRC32); }
-static int hardware_available(void) {
-    pthread_once(&crc32_once, detect_crc32);
-    return crc32_instructions;
-}
-#endif
+static int hardware_available(void) { return scs_arm_has(SCS_ARM_CRC32); }
 #endif
 
 #ifdef HW_TARGET

@@ -137,18 +137,6 @@ SHA_NI_TARGET static void compress_sha_ni(uint32_t state[8], const uint8_t block
 
 #define HAVE_ARM_SHA2 1
 
-#if defined(__ARM_FEATURE_SHA2)
-static int arm_sha2_available(void) { return 1; }
-#else
-static int arm_sha2;
-static pthread_once_t arm_sha2_once = PTHREAD_ONCE_INIT;
-static void detect_arm_sha2(void) { arm_sha2 = scs_arm_has(SCS_ARM_SHA2); }
-static int arm_sha2_available(void) {
-    pthread_once(&arm_sha2_once, detect_arm_sha2);
-    return arm_sha2;
-}
-#endif
-
 // The state lives in two registers, ABCD and EFGH, as sha256h/sha256h2 take it. Each group of
 // four rounds adds four words of K to four message words; the words for the group four later
 // are built in the same register with sha256su0/su1.
@@ -209,7 +197,7 @@ void scs_sha256(const void *data, size_t length, uint8_t digest[32]) {
         return;
     }
 #elif defined(HAVE_ARM_SHA2)
-    if (arm_sha2_available()) {
+    if (scs_arm_has(SCS_ARM_SHA2)) {
         sha256(data, length, digest, compress_arm_sha2);
         return;
     }
@@ -225,7 +213,7 @@ int scs_sha256_is_hardware_accelerated(void) {
 #if defined(HAVE_SHA_NI)
     return sha_ni_available();
 #elif defined(HAVE_ARM_SHA2)
-    return arm_sha2_available();
+    return scs_arm_has(SCS_ARM_SHA2);
 #else
     return 0;
 #endif
