@@ -72,8 +72,9 @@ func runScale(_ arguments: [String]) throws -> Never {
     }
     defer { segments.forEach { close($0) } }
     let segmentSizes = segments.map { max(Int(lseek($0, 0, SEEK_END)) - 512, 1) }
+    let totalSize = segmentSizes.reduce(0, +)
     func randomFloorRead() -> (descriptor: Int32, offset: off_t) {
-        var offset = Int.random(in: 0..<segmentSizes.reduce(0, +))
+        var offset = Int.random(in: 0..<totalSize)
         for (segment, size) in zip(segments, segmentSizes) {
             if offset < size { return (segment, off_t(offset)) }
             offset -= size
