@@ -22,17 +22,23 @@ package import SharedCachePlatform
 /// between 0 and 1 byte, which moves its modification time. A waiter that sees no such sign for
 /// `stalledAfter` (the holder is stopped or hung) stops waiting, as it does after `timeout`.
 ///
+/// A released lock's file stays open for the next fetch of its URL in this process (see
+/// ``IdleLocks``).
+///
 /// Safe to share between tasks: the descriptor is only locked, truncated and unlocked.
 package final class FetchLock: @unchecked Sendable {
     package static let directoryName = CacheDirectory.fetchingDirectory
     /// How often a holder shows it is alive.
     static let heartbeat: Duration = .seconds(1)
 
-    private let directory: CacheDirectory
-    private let name: String
+    fileprivate let directory: CacheDirectory
+    fileprivate let name: String
     private let file: FileDescriptor
+    /// The inode the descriptor was opened on: the path names it until a sweep unlinks it.
+    private let inode: UInt64
 
-    private init(directory: CacheDirectory, name: String, file: consuming FileDescriptor) {
+    private init(directory: CacheDirectory, name: String, file: consuming FileDescriptor) throws {
+        inode = try file.status().inode
         self.directory = directory
         self.name = name
         self.file = file
@@ -63,9 +69,11 @@ package final class FetchLock: @unchecked Sendable {
         var waited = false
         var pause: UInt64 = 1_000_000
         while true {
-            let file = try open(name, in: directory)
+            let lock =
+                try IdleLocks.shared.withLock({ $0.take(name, in: directory) })
+                ?? FetchLock(directory: directory, name: name, file: try open(name, in: directory))
             while true {
-                if try file.tryLock(.exclusive) { break }
+                if try lock.file.tryLock(.exclusive) { break }
                 waited = true
                 let now = Clock.monotonicNanoseconds()
                 guard now < deadline else { return (nil, waited) }
@@ -79,8 +87,7 @@ package final class FetchLock: @unchecked Sendable {
             }
             // Locked; but the previous holder may have unlinked this file before we got it.
             let current = try directory.status(of: name)
-            if let current, current.inode == (try file.status()).inode {
-                let lock = FetchLock(directory: directory, name: name, file: file)
+            if let current, current.inode == lock.inode {
                 // The file is reused: its time is the last holder's. A sign of life now, unless
                 // a recent one stands, so no waiter takes this holder for a stalled one before
                 // the heartbeat thread's next beat.
@@ -103,10 +110,12 @@ package final class FetchLock: @unchecked Sendable {
         }
     }
 
-    /// Stops the heartbeat and lets the next fetch of the URL go.
+    /// Stops the heartbeat and lets the next fetch of the URL go; called once, and the lock is
+    /// not used after.
     package func release() {
         Heartbeats.shared.remove(self)
         file.unlock()
+        IdleLocks.shared.withLock { $0.keep(self) }
     }
 
     /// Deletes the files in `fetching/` created before `cutoff` that nobody holds right now.
@@ -125,6 +134,32 @@ package final class FetchLock: @unchecked Sendable {
             swept += 1
         }
         return swept
+    }
+}
+
+/// Fetch locks released in this process, their files still open, for the next fetch of the same
+/// URL: opening a lock file (a walk of its path) and closing it again were a third of the cost
+/// of taking the lock. Each acquisition checks that the path still names the file, so one a
+/// sweep has unlinked meanwhile is closed and opened anew. A few, so that a process fetching
+/// many URLs keeps few descriptors.
+private struct IdleLocks: Sendable {
+    static let shared = Locked(IdleLocks())
+    static let limit = 16
+
+    private var locks: [FetchLock] = []
+
+    mutating func take(_ name: String, in directory: CacheDirectory) -> FetchLock? {
+        guard let index = locks.firstIndex(where: { $0.name == name && $0.directory === directory }) else {
+            return nil
+        }
+        return locks.remove(at: index)
+    }
+
+    /// Keeps `lock`, unless one for its file is kept already; the oldest goes when full.
+    mutating func keep(_ lock: FetchLock) {
+        guard !locks.contains(where: { $0.name == lock.name && $0.directory === lock.directory }) else { return }
+        if locks.count == Self.limit { locks.removeFirst() }
+        locks.append(lock)
     }
 }
 
