@@ -148,11 +148,12 @@ struct HTTPExchange: Sendable {
             stalledAfter: options.stalledFetchTimeout, describing: url.absoluteString)
         defer { lock?.release() }
         // Look again after every acquisition: whoever held the lock a moment ago may have stored
-        // or revalidated this URL since the lookup above. A version that arrived after this
+        // or revalidated this URL since the lookup above (unless the index is as it was then:
+        // nobody stored, changed or removed anything since). A version that arrived after this
         // request began answers it (collapsed, as nginx's proxy_cache_lock does), unless the
         // caller forces a refresh.
         let previous = lookup.candidate
-        lookup = try await lookUp(primaryKey)
+        if try cache.indexStamp() != lookup.indexStamp { lookup = try await lookUp(primaryKey) }
         if let candidate = lookup.candidate, !options.forceRefresh {
             let collapsed = candidate.version != before
             if collapsed || isFresh(candidate, for: directives), let body = try await read(candidate) {

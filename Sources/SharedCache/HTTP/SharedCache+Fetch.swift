@@ -160,17 +160,19 @@ extension SharedCache {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw SharedCacheError(.invalidArgument, "fetch needs an http or https URL, not \(request.url?.absoluteString ?? "none")")
         }
-        let what = "\(request.httpMethod ?? "GET") \(url.absoluteString)"
+        // What the request was, said in its failure (made only then: a fetch answered from a
+        // fresh copy takes microseconds, and this string a few of them).
+        func what() -> String { "\(request.httpMethod ?? "GET") \(url.absoluteString)" }
         do {
             let exchange = HTTPExchange(
                 cache: engine, request: request, url: url, options: options, transport: transport, observer: observer)
             return try await exchange.run()
         } catch let failure as TransportFailure {
-            throw failure.explained(what)
+            throw failure.explained(what())
         } catch {
             // The cache's own failures (a full disk, a stray file in its directory) are said as
             // such, never as the network's.
-            throw SharedCacheError(error, root: path, while: what)
+            throw SharedCacheError(error, root: path, while: what())
         }
     }
 

@@ -135,6 +135,8 @@ extension CacheEngine {
         /// Parts are stored for the URL, but not all the request's `Range` asks for (RFC 9211
         /// `partial`).
         var partsMiss = false
+        /// The index's stamp before the lookup: while it stands, a lookup again finds the same.
+        var indexStamp: UInt64 = 0
     }
 
     /// The key ``fetch(_:options:transport:)`` stores a URL's response under: the URL in its
@@ -187,6 +189,7 @@ extension CacheEngine {
     /// responses vary. A plain put under the URL counts as a 200 to revalidate on every use.
     func lookupStored(primaryKey: String, request: URLRequest) throws -> StoredLookup {
         var lookup = StoredLookup()
+        lookup.indexStamp = try indexStamp()
         guard let primary = try pinnedVersion(primaryKey, pinFailed: &lookup.pinFailed, accessesDue: &lookup.accessesDue)
         else { return lookup }
         switch primary.stored {

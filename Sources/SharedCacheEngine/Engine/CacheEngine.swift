@@ -225,6 +225,12 @@ package final class CacheEngine: Sendable {
         try withRefreshedState { state in state.live.index[hash] }
     }
 
+    /// The index's stamp, with every journal record applied: while it stays the same, no entry
+    /// was stored, changed or removed, in any process (see ``Index/stamp()``).
+    package func indexStamp() throws(SharedCacheError) -> UInt64 {
+        try withRefreshedState { state in state.live.stamp() }
+    }
+
     /// The index's current entry for `hash`, as ``currentEntry(_:)``; `memoryCopy` is set to the
     /// memory tier's copy of that version if it holds one.
     ///
