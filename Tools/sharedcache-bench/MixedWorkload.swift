@@ -1,6 +1,7 @@
 import Foundation
 import SharedCache
 import SharedCacheCLI
+import SharedCachePlatform
 import SharedCacheTestSupport
 
 #if canImport(Glibc)
@@ -63,26 +64,57 @@ func timeOperations(
     exit(0)
 }
 
-/// `--role mixed-floor DIR KEYS OPERATIONS SEED START_AT_NS OUT`: the floor of one mixed
-/// process, the operations' own cost: a get is one `pread` of the key's 1 KB from a file open
-/// all along, a put one 1 KB `write` with `O_APPEND` to a file every process appends to. Run 8
-/// at once, it shows what 8 processes doing that work cost on this machine's cores
+/// `--role mixed-floor DIR KEYS OPERATIONS SEED START_AT_NS OUT [exclusive|shared]`: the floor
+/// of one mixed process, the operations' own cost: a get is one `pread` of the key's 1 KB from a
+/// file open all along, a put one 1 KB `write` with `O_APPEND` to a file every process appends
+/// to. Run 8 at once, it shows what 8 processes doing that work cost on this machine's cores
 /// (scheduling and the filesystem's stalls included).
+///
+/// With `exclusive` or `shared`, a put is instead the system calls of SharedCache's put alone:
+/// a `pwrite` of a 1,208-byte record at the end of a segment of the process's own, then, holding
+/// the journal's flock (waited for as SharedCache waits), `statx` of its size and one 154-byte
+/// `write` with `O_APPEND`. `exclusive` is the lock as SharedCache takes it; `shared` is a lock
+/// no put waits for another to let go of: what the tail would be if appends never waited for
+/// each other.
 func runMixedFloorWorker(_ arguments: [String]) throws -> Never {
     let (directory, keys, operations) = (arguments[0], Int(arguments[1])!, Int(arguments[2])!)
     var random = SplitMix64(seed: UInt64(arguments[3])!)
     let startAt = UInt64(arguments[4])!
+    let lock: LockKind? = arguments.count > 6 ? (arguments[6] == "shared" ? .shared : .exclusive) : nil
     let value = [UInt8](repeating: 0x66, count: 1024)
+    let record = [UInt8](repeating: 0x67, count: 1208)
+    let entry = [UInt8](repeating: 0x68, count: 154)
     let records = open("\(directory)/records", O_RDONLY | O_CLOEXEC)
     let appends = open("\(directory)/appends", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+    let journal = try Journal(path: "\(directory)/journal")
+    let segment = open("\(directory)/segment-\(arguments[3])", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    var segmentEnd: off_t = 0
     let buffer = UnsafeMutableRawPointer.allocate(byteCount: 1024, alignment: 16)
     try timeOperations(operations, startingAt: startAt, writingTo: arguments[5]) { _ in
         let key = Int.random(in: 0..<keys, using: &random)
         if Int.random(in: 0..<10, using: &random) == 0 {
-            _ = value.withUnsafeBytes { write(appends, $0.baseAddress, 1024) }
+            guard let lock else {
+                _ = value.withUnsafeBytes { write(appends, $0.baseAddress, 1024) }
+                return
+            }
+            _ = record.withUnsafeBytes { pwrite(segment, $0.baseAddress, 1208, segmentEnd) }
+            segmentEnd += 1208
+            try journal.file.withLock(lock, timeout: .seconds(10), orThrow: POSIXError(.ETIMEDOUT)) {
+                _ = try journal.file.sizeAndLinkCount()
+                _ = try entry.withUnsafeBytes { try journal.file.writeOnce($0) }
+            }
         } else {
             _ = pread(records, buffer, 1024, off_t(key * 1024))
         }
+    }
+}
+
+/// The journal every floor process appends to, held open (in a class: the worker never returns).
+private final class Journal {
+    let file: FileDescriptor
+
+    init(path: String) throws {
+        file = try FileDescriptor(path: path, flags: O_WRONLY | O_CREAT | O_APPEND, mode: 0o600)
     }
 }
 
@@ -107,13 +139,19 @@ func spinMixed(in root: String, operations: Int, nanoseconds: UInt64) throws -> 
     }
 }
 
-func floorMixed(in root: String, operations: Int) throws -> MixedMeasurement {
-    let directory = "\(root)/floor"
+/// The floor of 8 processes (see ``runMixedFloorWorker(_:)``): puts as one `O_APPEND` write, or
+/// (`putLock`) as the system calls of SharedCache's put under that lock.
+func floorMixed(in root: String, operations: Int, putLock: LockKind? = nil) throws -> MixedMeasurement {
+    let directory = "\(root)/floor-\(putLock.map { "\($0)" } ?? "append")"
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     try Data(repeating: 0x66, count: 1024 * mixedKeys).write(to: URL(fileURLWithPath: "\(directory)/records"))
     let executable = ChildProcess.currentExecutable.path
     return try mixedRun(in: root, operations: operations) { worker, startAt, out in
-        (executable, ["--role", "mixed-floor", directory, "\(mixedKeys)", "\(operations)", "\(worker + 1)", "\(startAt)", out])
+        (
+            executable,
+            ["--role", "mixed-floor", directory, "\(mixedKeys)", "\(operations)", "\(worker + 1)", "\(startAt)", out]
+                + (putLock.map { ["\($0)"] } ?? [])
+        )
     }
 }
 
@@ -125,6 +163,10 @@ struct MixedRuns: Codable {
     var diskcache: MixedMeasurement?
     /// SharedCache with as many processes as this machine has cores: its tail without time-slicing.
     var sharedCacheOnePerCore: MixedMeasurement
+    /// The system calls of SharedCache's put alone (in the floor's gets' company), appended
+    /// under an exclusive lock as SharedCache does, and under a shared one no put waits for.
+    var putCallsExclusive: MixedMeasurement
+    var putCallsShared: MixedMeasurement
 }
 
 func measureMixed(in root: String, operations: Int, peer: String?) throws -> MixedRuns {
@@ -136,9 +178,11 @@ func measureMixed(in root: String, operations: Int, peer: String?) throws -> Mix
     let diskcache = try peer.map { try diskcacheMixed($0, in: root, operations: operations) }
     let onePerCore = try sharedCacheMixed(
         in: root, operations: operations * 4, processes: ProcessInfo.processInfo.activeProcessorCount)
+    let putCallsExclusive = try floorMixed(in: root, operations: operations, putLock: .exclusive)
+    let putCallsShared = try floorMixed(in: root, operations: operations, putLock: .shared)
     return MixedRuns(
         floor: floor, scheduler: scheduler, sharedCache: sharedCache, diskcache: diskcache,
-        sharedCacheOnePerCore: onePerCore)
+        sharedCacheOnePerCore: onePerCore, putCallsExclusive: putCallsExclusive, putCallsShared: putCallsShared)
 }
 
 /// Starts `mixedProcesses` processes made by `command` together 1 s from now, waits for all,

@@ -213,6 +213,10 @@ func printMixed(_ runs: MixedRuns) {
     let cores = runs.sharedCacheOnePerCore.processes
     mixedLine(
         "SharedCache with \(cores) processes, one per core (4× the operations each)", runs.sharedCacheOnePerCore, "")
+    mixedLine(
+        "a put's system calls alone (pwrite of the record; flock, statx, O_APPEND write of the journal record, flock), "
+            + "the journal locked exclusively, as SharedCache does", runs.putCallsExclusive, "")
+    mixedLine("the same, the journal locked shared: no put waits for another", runs.putCallsShared, "")
 }
 
 /// Cost per operation, open time and memory as the directory grows; instructions per operation.
