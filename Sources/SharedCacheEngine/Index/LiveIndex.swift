@@ -7,7 +7,7 @@ import SharedCachePlatform
 /// call first ``refresh()``es, which costs one atomic load when no process appended anything.
 /// Changes go through ``withAppendLock(timeout:durable:repairing:access:_:)``: under the newest segment's
 /// append lock, catch up, decide the records from the now-current index, append them in one
-/// write, apply them.
+/// write; then, the lock let go, apply them.
 ///
 /// Not thread-safe: ``CacheEngine`` keeps it inside its `Locked` state. Its properties are
 /// exempt from Swift's run-time exclusivity checks, which cost ~1,000 instructions per put
@@ -58,6 +58,9 @@ package final class LiveIndex {
     /// The last sequence number the newest checkpoint this index knows of covers: the manifest
     /// it loaded, or the seal it made.
     @exclusivity(unchecked) private var checkpointedThrough: UInt64
+    /// The segment whose append lock the owner holds, until ``append(_:)`` has written its
+    /// records (see ``withAppendLock(timeout:durable:repairing:access:_:)``).
+    @exclusivity(unchecked) private var heldAppendLock: JournalSegment?
 
     private init(directory: CacheDirectory, index: Index, cursor: JournalCursor) {
         self.directory = directory
@@ -323,6 +326,10 @@ package final class LiveIndex {
     /// on another process must not hold up this process's readers. Threads of one process
     /// share the segment's descriptor, and with it the lock, so the caller also keeps other
     /// appenders of the process out while this runs.
+    ///
+    /// An ``append(_:)`` in `body` lets the lock go once its records are written: applying them
+    /// needs only exclusive use of this index, and every microsecond the lock is held is one
+    /// in which a preempted holder keeps every other process's puts waiting.
     package static func withAppendLock<Result>(
         timeout: Duration, durable: Bool, repairing: Bool = true,
         access: ((LiveIndex) throws -> AppendStep<Result>) throws -> AppendStep<Result>,
@@ -345,20 +352,26 @@ package final class LiveIndex {
             return .lock(live.cursor.segment)
         }
         while case .lock(let segment) = step {
-            step = try segment.file.withLock(
-                .exclusive, timeout: timeout, orThrow: appendLockTimeout(segment, timeout: timeout)
-            ) {
-                try access { live in
-                    // Behind a retired segment: reload from the manifest, then lock where it
-                    // leads. Appending here would put records after a seal, where no reader looks.
-                    if try live.advance(repairing: repairing ? segment : nil, durable: durable) == .mustResynchronize {
-                        try live.resynchronize()
-                        return .lock(live.cursor.segment)
-                    }
-                    // A checkpoint sealed the segment we locked; lock the next one.
-                    if live.cursor.segment !== segment { return .lock(live.cursor.segment) }
-                    return .done(try body(live))
+            guard try segment.file.lock(.exclusive, timeout: timeout) else {
+                throw appendLockTimeout(segment, timeout: timeout)
+            }
+            var letGo = false
+            defer { if !letGo { segment.file.unlock() } }
+            step = try access { live in
+                live.heldAppendLock = segment
+                defer {
+                    live.letGoOfAppendLock()
+                    letGo = true
                 }
+                // Behind a retired segment: reload from the manifest, then lock where it
+                // leads. Appending here would put records after a seal, where no reader looks.
+                if try live.advance(repairing: repairing ? segment : nil, durable: durable) == .mustResynchronize {
+                    try live.resynchronize()
+                    return .lock(live.cursor.segment)
+                }
+                // A checkpoint sealed the segment we locked; lock the next one.
+                if live.cursor.segment !== segment { return .lock(live.cursor.segment) }
+                return .done(try body(live))
             }
         }
         guard case .done(let result) = step else { preconditionFailure("the loop ends only when done") }
@@ -369,7 +382,8 @@ package final class LiveIndex {
     /// holds the append lock (see ``withAppendLock(timeout:durable:repairing:access:_:)``).
     ///
     /// - Parameter decide: sees the index with every earlier record applied; returns the
-    ///   records to append (none is fine), which are then applied.
+    ///   records to append (none is fine), which are then applied, once written and the append
+    ///   lock let go (this process's other threads wait for the owner's mutex meanwhile).
     /// - Returns: what `decide` returned, and whether anything was appended (which a durable
     ///   caller then flushes, outside the owner's mutex).
     package func append<Decision>(_ decide: (Index) throws -> ([JournalRecord], Decision)) throws
@@ -389,6 +403,8 @@ package final class LiveIndex {
         let first = cursor.lastSequence + 1
         try cursor.append(records, durable: false)
         publishJournalEnd()
+        // Written: what other processes append from now on comes after these records.
+        letGoOfAppendLock()
         for (offset, record) in records.enumerated() {
             count(record)
             apply(record, sequence: first + UInt64(offset))
@@ -414,6 +430,13 @@ package final class LiveIndex {
         // whose reads already followed the seal into it may have appended there.
         _ = try advance()
         return (snapshot, next, lastSequence)
+    }
+
+    /// Lets go of the append lock ``withAppendLock(timeout:durable:repairing:access:_:)`` took,
+    /// if it is still held.
+    private func letGoOfAppendLock() {
+        heldAppendLock?.file.unlock()
+        heldAppendLock = nil
     }
 
     /// Tells every process the journal now ends at least at this index's last record.
