@@ -80,28 +80,36 @@ func runMixedFloorWorker(_ arguments: [String]) throws -> Never {
     let (directory, keys, operations) = (arguments[0], Int(arguments[1])!, Int(arguments[2])!)
     var random = SplitMix64(seed: UInt64(arguments[3])!)
     let startAt = UInt64(arguments[4])!
-    let lock: LockKind? = arguments.count > 6 ? (arguments[6] == "shared" ? .shared : .exclusive) : nil
+    let lock: LockKind? =
+        switch arguments.count > 6 ? arguments[6] : nil {
+        case nil: nil
+        case "exclusive": .exclusive
+        case "shared": .shared
+        case let other?: fatalError("mixed-floor: \(other) is neither exclusive nor shared")
+        }
     let value = [UInt8](repeating: 0x66, count: 1024)
-    let record = [UInt8](repeating: 0x67, count: 1208)
-    let entry = [UInt8](repeating: 0x68, count: 154)
+    // What SharedCache's put writes: a pack record (header and 1 KB body), a journal record.
+    let packRecord = [UInt8](repeating: 0x67, count: 1208)
+    let journalRecord = [UInt8](repeating: 0x68, count: 154)
     let records = open("\(directory)/records", O_RDONLY | O_CLOEXEC)
     let appends = open("\(directory)/appends", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-    let journal = try Journal(path: "\(directory)/journal")
     let segment = open("\(directory)/segment-\(arguments[3])", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard records >= 0, appends >= 0, segment >= 0 else { fatalError("mixed-floor: open failed in \(directory)") }
+    let journal = try Journal(path: "\(directory)/journal")
     var segmentEnd: off_t = 0
     let buffer = UnsafeMutableRawPointer.allocate(byteCount: 1024, alignment: 16)
     try timeOperations(operations, startingAt: startAt, writingTo: arguments[5]) { _ in
         let key = Int.random(in: 0..<keys, using: &random)
         if Int.random(in: 0..<10, using: &random) == 0 {
             guard let lock else {
-                _ = value.withUnsafeBytes { write(appends, $0.baseAddress, 1024) }
+                _ = value.withUnsafeBytes { write(appends, $0.baseAddress, $0.count) }
                 return
             }
-            _ = record.withUnsafeBytes { pwrite(segment, $0.baseAddress, 1208, segmentEnd) }
-            segmentEnd += 1208
+            _ = packRecord.withUnsafeBytes { pwrite(segment, $0.baseAddress, $0.count, segmentEnd) }
+            segmentEnd += off_t(packRecord.count)
             try journal.file.withLock(lock, timeout: .seconds(10), orThrow: POSIXError(.ETIMEDOUT)) {
                 _ = try journal.file.sizeAndLinkCount()
-                _ = try entry.withUnsafeBytes { try journal.file.writeOnce($0) }
+                _ = try journalRecord.withUnsafeBytes { try journal.file.writeOnce($0) }
             }
         } else {
             _ = pread(records, buffer, 1024, off_t(key * 1024))
@@ -109,7 +117,8 @@ func runMixedFloorWorker(_ arguments: [String]) throws -> Never {
     }
 }
 
-/// The journal every floor process appends to, held open (in a class: the worker never returns).
+/// The journal every floor process appends to. A class, not a local descriptor: the worker
+/// never returns, so a noncopyable local's closing would be code that never runs.
 private final class Journal {
     let file: FileDescriptor
 

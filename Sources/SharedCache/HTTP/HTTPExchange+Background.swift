@@ -23,8 +23,8 @@ extension HTTPExchange {
         let exchange = HTTPExchange(cache: cache, request: plain, url: url, options: options, transport: transport)
         BackgroundRevalidations.start(for: cache) {
             do {
-                let (lock, _) = try await FetchLock.acquire(
-                    KeyHash(key: primaryKey), in: exchange.cache.directory, timeout: .zero,
+                let (lock, _) = try await exchange.cache.fetchLocks.acquire(
+                    KeyHash(key: primaryKey), timeout: .zero,
                     describing: exchange.url.absoluteString)
                 guard let lock else { return }  // another fetch of the URL is under way
                 defer { lock.release() }

@@ -115,8 +115,8 @@ extension HTTPExchange {
         var outcome: CacheEngine.StoredOutcome?
         if locked {
             outcome = try await cache.offPool(store)
-        } else if let (lock, _) = try? await FetchLock.acquire(
-            KeyHash(key: primaryKey), in: cache.directory, timeout: .zero, describing: url.absoluteString),
+        } else if let (lock, _) = try? await cache.fetchLocks.acquire(
+            KeyHash(key: primaryKey), timeout: .zero, describing: url.absoluteString),
             let lock
         {
             defer { lock.release() }

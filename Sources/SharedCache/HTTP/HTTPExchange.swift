@@ -143,17 +143,20 @@ struct HTTPExchange: Sendable {
         if let pause = Self.pauseBeforeLock { try await Task.sleep(for: .milliseconds(pause)) }
         #endif
         let before = lookup.candidate?.version
-        let (lock, _) = try await FetchLock.acquire(
-            KeyHash(key: primaryKey), in: cache.directory, timeout: options.waitTimeout,
+        let (lock, _) = try await cache.fetchLocks.acquire(
+            KeyHash(key: primaryKey), timeout: options.waitTimeout,
             stalledAfter: options.stalledFetchTimeout, describing: url.absoluteString)
         defer { lock?.release() }
         // Look again after every acquisition: whoever held the lock a moment ago may have stored
-        // or revalidated this URL since the lookup above (unless the index is as it was then:
-        // nobody stored, changed or removed anything since). A version that arrived after this
-        // request began answers it (collapsed, as nginx's proxy_cache_lock does), unless the
-        // caller forces a refresh.
+        // or revalidated this URL since the lookup above. (Unless the index is as this process
+        // last read it then, and the candidate has not expired since: looking again would find
+        // the same.) A version that arrived after this request began answers it (collapsed, as
+        // nginx's proxy_cache_lock does), unless the caller forces a refresh.
         let previous = lookup.candidate
-        if try cache.indexStamp() != lookup.indexStamp { lookup = try await lookUp(primaryKey) }
+        let unchanged =
+            try cache.indexStamp() == lookup.indexStamp
+            && !(previous?.entry.isExpired(at: Clock.nowMilliseconds()) ?? false)
+        if !unchanged { lookup = try await lookUp(primaryKey) }
         if let candidate = lookup.candidate, !options.forceRefresh {
             let collapsed = candidate.version != before
             if collapsed || isFresh(candidate, for: directives), let body = try await read(candidate) {

@@ -135,7 +135,8 @@ extension CacheEngine {
         /// Parts are stored for the URL, but not all the request's `Range` asks for (RFC 9211
         /// `partial`).
         var partsMiss = false
-        /// The index's stamp before the lookup: while it stands, a lookup again finds the same.
+        /// The index's stamp before the lookup: while it stands, and the candidate has not
+        /// expired, a lookup again finds the same.
         var indexStamp: UInt64 = 0
     }
 

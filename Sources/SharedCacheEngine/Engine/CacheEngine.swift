@@ -37,6 +37,8 @@ package final class CacheEngine: Sendable {
     private let appenders = ThreadLock()
     /// Activity counters shared by every process of the directory; `nil` if `stats` is unusable.
     package let counters: SharedCounters?
+    /// One network fetch per URL at a time, across processes.
+    package let fetchLocks: FetchLocks
     /// Things about the directory a person should know, found when it was opened: a network
     /// filesystem, for one.
     package let warnings: [String]
@@ -119,6 +121,7 @@ package final class CacheEngine: Sendable {
         self.lockTimeout = configuration.lockTimeout
         self.directory = directory
         self.directoryLock = lock
+        self.fetchLocks = FetchLocks(directory: directory)
         self.bodies = bodies
         let counters = SharedCounters.open(in: directory)
         self.counters = counters
@@ -225,8 +228,8 @@ package final class CacheEngine: Sendable {
         try withRefreshedState { state in state.live.index[hash] }
     }
 
-    /// The index's stamp, with every journal record applied: while it stays the same, no entry
-    /// was stored, changed or removed, in any process (see ``Index/stamp()``).
+    /// The index's stamp, with every journal record applied that this process has read: while
+    /// it stays the same, no entry was stored, changed or removed (see ``Index/stamp()``).
     package func indexStamp() throws(SharedCacheError) -> UInt64 {
         try withRefreshedState { state in state.live.stamp() }
     }

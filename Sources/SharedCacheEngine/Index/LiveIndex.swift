@@ -7,7 +7,7 @@ import SharedCachePlatform
 /// call first ``refresh()``es, which costs one atomic load when no process appended anything.
 /// Changes go through ``withAppendLock(timeout:durable:repairing:access:_:)``: under the newest segment's
 /// append lock, catch up, decide the records from the now-current index, append them in one
-/// write; then, the lock let go, apply them.
+/// write; then, the lock released, apply them.
 ///
 /// Not thread-safe: ``CacheEngine`` keeps it inside its `Locked` state. Its properties are
 /// exempt from Swift's run-time exclusivity checks, which cost ~1,000 instructions per put
@@ -327,7 +327,7 @@ package final class LiveIndex {
     /// share the segment's descriptor, and with it the lock, so the caller also keeps other
     /// appenders of the process out while this runs.
     ///
-    /// An ``append(_:)`` in `body` lets the lock go once its records are written: applying them
+    /// An ``append(_:)`` in `body` releases the lock once its records are written: applying them
     /// needs only exclusive use of this index, and every microsecond the lock is held is one
     /// in which a preempted holder keeps every other process's puts waiting.
     package static func withAppendLock<Result>(
@@ -355,13 +355,13 @@ package final class LiveIndex {
             guard try segment.file.lock(.exclusive, timeout: timeout) else {
                 throw appendLockTimeout(segment, timeout: timeout)
             }
-            var letGo = false
-            defer { if !letGo { segment.file.unlock() } }
+            var released = false
+            defer { if !released { segment.file.unlock() } }
             step = try access { live in
                 live.heldAppendLock = segment
                 defer {
-                    live.letGoOfAppendLock()
-                    letGo = true
+                    live.releaseAppendLock()
+                    released = true
                 }
                 // Behind a retired segment: reload from the manifest, then lock where it
                 // leads. Appending here would put records after a seal, where no reader looks.
@@ -383,7 +383,7 @@ package final class LiveIndex {
     ///
     /// - Parameter decide: sees the index with every earlier record applied; returns the
     ///   records to append (none is fine), which are then applied, once written and the append
-    ///   lock let go (this process's other threads wait for the owner's mutex meanwhile).
+    ///   lock released (this process's other threads wait for the owner's mutex meanwhile).
     /// - Returns: what `decide` returned, and whether anything was appended (which a durable
     ///   caller then flushes, outside the owner's mutex).
     package func append<Decision>(_ decide: (Index) throws -> ([JournalRecord], Decision)) throws
@@ -400,11 +400,13 @@ package final class LiveIndex {
                     + "which this SharedCache does not append to; close every process using the cache and open it again",
                 path: cursor.segment.path)
         }
+        // One append a hold: the first releases the lock.
+        precondition(heldAppendLock === cursor.segment, "appending without the append lock")
         let first = cursor.lastSequence + 1
         try cursor.append(records, durable: false)
         publishJournalEnd()
         // Written: what other processes append from now on comes after these records.
-        letGoOfAppendLock()
+        releaseAppendLock()
         for (offset, record) in records.enumerated() {
             count(record)
             apply(record, sequence: first + UInt64(offset))
@@ -432,9 +434,9 @@ package final class LiveIndex {
         return (snapshot, next, lastSequence)
     }
 
-    /// Lets go of the append lock ``withAppendLock(timeout:durable:repairing:access:_:)`` took,
-    /// if it is still held.
-    private func letGoOfAppendLock() {
+    /// Releases the append lock ``withAppendLock(timeout:durable:repairing:access:_:)`` took, if
+    /// it is still held.
+    private func releaseAppendLock() {
         heldAppendLock?.file.unlock()
         heldAppendLock = nil
     }

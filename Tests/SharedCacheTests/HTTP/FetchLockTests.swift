@@ -25,7 +25,7 @@ struct FetchLockTests {
     }
 
     func acquire(timeout: Duration = .seconds(5)) async throws -> FetchLock? {
-        try await FetchLock.acquire(hash, in: cache.engine.directory, timeout: timeout, describing: "the test's URL").0
+        try await cache.engine.fetchLocks.acquire(hash, timeout: timeout, describing: "the test's URL").0
     }
 
     /// Whether another open file description could lock the file at the lock's path now; `nil`
@@ -43,9 +43,10 @@ struct FetchLockTests {
         let first = try #require(try await acquire())
         first.release()
         let held = try #require(try await acquire())
+        #expect(held === first, "the released lock's file was not kept open for the next fetch")
         #expect(try pathIsFree() == false)
-        // Another task of this process: the file kept open went to the holder, so this one
-        // opens its own, and waits.
+        // Another fetch of the URL in this process: the file kept open went to the holder, so
+        // this one opens its own, and waits.
         #expect(try await acquire(timeout: .milliseconds(50)) == nil)
         held.release()
         #expect(try pathIsFree() == true)

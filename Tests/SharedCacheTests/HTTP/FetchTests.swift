@@ -302,8 +302,8 @@ struct FetchTests {
         try cache.checkpoint()
         #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty)
         // The dead process's fetch lock died with it: the next fetch of the URL need not wait.
-        let (lock, waited) = try await FetchLock.acquire(
-            KeyHash(key: SharedCache.cacheKey(for: url)), in: cache.engine.directory, timeout: .milliseconds(100),
+        let (lock, waited) = try await cache.engine.fetchLocks.acquire(
+            KeyHash(key: SharedCache.cacheKey(for: url)), timeout: .milliseconds(100),
             describing: url.absoluteString)
         #expect(!waited && lock != nil)
         lock?.release()
