@@ -27,7 +27,7 @@ struct FetchCommandTests {
         #expect(first.status == 0 && first.output == "page body\n")
         #expect(first.errors == "sharedcache: downloaded, 200, 10 B\n")
         let second = try fetch(url)
-        #expect(second.output == "page body\n" && second.errors == "sharedcache: revalidated, 200, 10 B\n")
+        #expect(second.output == "page body\n" && second.errors == "sharedcache: revalidated, 200, 10 B\n", "\(second.errors)")
 
         let json = try fetch(url, "--json", "-o", directory("copy.txt"))
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any])
