@@ -6,10 +6,12 @@
 /// A reader refuses a directory whose major version is newer than its own; a newer minor version
 /// only adds things an older reader may ignore (record types, trailing fields).
 package struct FormatVersion: Equatable, Sendable, CustomStringConvertible {
-    /// 2.0: small bodies in pack segments, 20-byte locations. Version 1 directories are upgraded
-    /// in place when opened (see `sharedcache(5)`). 2.1: the `lost` journal record, which a
-    /// repair writes over damaged bytes (2.0 readers skip it).
-    package static let current = FormatVersion(major: 2, minor: 1)
+    /// 2.0: small bodies in pack segments, 20-byte locations. 2.1: the `lost` journal record,
+    /// which a repair writes over damaged bytes (2.0 readers skip it). 3.0: puts append to the
+    /// journal at once, under a shared lock: records are numbered by their place and carry their
+    /// segment's tag, and a stored record supersedes where it is applied. Directories of versions
+    /// 1 and 2 are upgraded in place when opened (see `sharedcache(5)`).
+    package static let current = FormatVersion(major: 3, minor: 0)
     package static let fileName = "format"
 
     package var major: UInt16

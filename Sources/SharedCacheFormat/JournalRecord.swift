@@ -3,13 +3,14 @@
 /// ```
 /// segment        = segment-header *record
 /// segment-header = "SCJL" major:u16 minor:u16 generation:u64 first-sequence:u64
-///                  reserved:u32 header-crc:u32            ; 32 bytes; crc of the 28 before it
-/// record         = record-crc:u32 length:u32 sequence:u64 type:u8 payload
+///                  salt:u32 header-crc:u32                ; 32 bytes; crc of the 28 before it
+/// record         = record-crc:u32 length:u32 mark:u64 type:u8 payload
 ///                  ; length = bytes of payload (at most 1 MiB)
-///                  ; record-crc = masked CRC32C of length, sequence, type and payload
+///                  ; record-crc = masked CRC32C of length, mark, type and payload
+///                  ; mark = the segment's tag (version 3), the record's sequence number (1, 2)
 ///
 /// type 1 stored  = key-hash:32 location body-size:u64 stored-at:i64 expires-at:i64
-///                  key-size:u32 key etag-size:u16 etag
+///                  key-size:u32 key etag-size:u16 etag [writer]  ; writer: version 3
 /// type 2 removed = key-hash:32 location reason:u8 remover [key-size:u32 key]
 ///                  ; reason: 1 expired 2 size 3 manual 4 cleared 5 superseded 6 corrupt 7 invalidated
 ///                  ; the key when the remover knew it
@@ -25,13 +26,18 @@
 /// type 9 lost    = *padding                     ; written over damaged bytes by a repair: a record
 ///                  that was there is gone (version 2.1)
 /// remover        = pid:u32 name-size:u8 name    ; the process that removed, for people
+/// writer         = pid:u32 name-size:u8 name    ; the process that stored
 /// location       = pack:u64 position:u64 length:u32   ; see BodyLocation; blob-id:u64 in version 1
 /// ```
-/// Integers are little-endian. Sequence numbers increase by one per record across all segments.
-/// A segment's records are encoded in its header's major version; a writer never appends to a
-/// segment of an older one (it seals it first). A reader skips a record of a type it does not
-/// know (its frame is still checked), so new record types are a minor-version change. Payload
-/// bytes after the fields a reader knows are ignored, so fields may be appended the same way.
+/// Integers are little-endian. In version 3 a record's sequence number is its place in the
+/// journal: that of its last byte, counting first-sequence from the first byte after the segment
+/// header, so numbers increase across segments but skip (processes append at once, and none can
+/// know the next number). In versions
+/// 1 and 2 each record carries its number, one more than the record before. A segment's records
+/// are encoded in its header's major version; a writer never appends to a segment of an older
+/// one (it seals it first). A reader skips a record of a type it does not know (its frame is
+/// still checked), so new record types are a minor-version change. Payload bytes after the
+/// fields a reader knows are ignored, so fields may be appended the same way.
 package enum JournalRecord: Equatable, Sendable {
     case stored(StoredRecord)
     case removed(RemovedRecord)
@@ -67,7 +73,8 @@ package enum JournalRecord: Equatable, Sendable {
     }
 }
 
-/// A body was written to a new blob and is now the entry for its key.
+/// A body was written to a new blob and is now the entry for its key, superseding any other
+/// version (in version 3, that removal is this record's consequence; earlier versions journal it).
 package struct StoredRecord: Equatable, Sendable {
     package var hash: KeyHash
     package var location: BodyLocation
@@ -76,8 +83,14 @@ package struct StoredRecord: Equatable, Sendable {
     package var expiresAt: Int64
     package var key: [UInt8]
     package var etag: [UInt8]
+    /// The process that stored it: the remover of the version it supersedes (version 3, where
+    /// a put journals no removal of its own).
+    package var writer: Remover?
 
-    package init(hash: KeyHash, location: BodyLocation, bodySize: UInt64, storedAt: Int64, expiresAt: Int64, key: [UInt8], etag: [UInt8]) {
+    package init(
+        hash: KeyHash, location: BodyLocation, bodySize: UInt64, storedAt: Int64, expiresAt: Int64, key: [UInt8],
+        etag: [UInt8], writer: Remover? = nil
+    ) {
         self.hash = hash
         self.location = location
         self.bodySize = bodySize
@@ -85,6 +98,7 @@ package struct StoredRecord: Equatable, Sendable {
         self.expiresAt = expiresAt
         self.key = key
         self.etag = etag
+        self.writer = writer
     }
 }
 
@@ -207,16 +221,43 @@ package struct SegmentHeader: Equatable, Sendable {
     package static let size = 32
 
     package var generation: UInt64
-    /// The sequence number the first record of this segment carries.
+    /// The sequence number of the segment's first record.
     package var firstSequence: UInt64
     /// The format version its records are encoded in.
     package var major: UInt16
+    /// Chosen at random when the segment is made (version 3; 0 before). Every record of the
+    /// segment carries it in its ``tag``: a frame that bytes of a key (a URL anyone may choose)
+    /// or of another segment make up does not, so a reader that lost its place to damage finds
+    /// the next real record by it.
+    package var salt: UInt32
 
-    package init(generation: UInt64, firstSequence: UInt64, major: UInt16 = FormatVersion.current.major) {
+    package init(
+        generation: UInt64, firstSequence: UInt64, major: UInt16 = FormatVersion.current.major,
+        salt: UInt32 = UInt32.random(in: 1...UInt32.max)
+    ) {
         self.generation = generation
         self.firstSequence = firstSequence
         self.major = major
+        self.salt = major >= 3 ? salt : 0
     }
+
+    /// Whether records carry the segment's tag and take their sequence numbers from their place
+    /// (version 3), rather than carrying their numbers.
+    package var numbersByPlace: Bool { major >= 3 }
+
+    /// What every record of a version 3 segment carries as its mark: the low 32 bits of the
+    /// generation, then the salt.
+    package var tag: UInt64 { UInt64(truncatingIfNeeded: generation) << 32 | UInt64(salt) }
+
+    /// The sequence number of a version 3 record whose last byte lies just before `end`: the
+    /// journal-wide position of that byte, so the next record's numbers start one after it, as
+    /// they do in earlier versions (a segment's first number is first-sequence).
+    package func sequence(ofRecordEndingAt end: Int64) -> UInt64 {
+        firstSequence &+ UInt64(end - Int64(Self.size)) &- 1
+    }
+
+    /// The mark a record numbered `sequence` carries in this segment (see ``JournalRecord``).
+    package func mark(forSequence sequence: UInt64) -> UInt64 { numbersByPlace ? tag : sequence }
 
     package func encoded() -> [UInt8] {
         var writer = ByteWriter(capacity: Self.size)
@@ -225,7 +266,7 @@ package struct SegmentHeader: Equatable, Sendable {
         writer.append(FormatVersion.current.minor)
         writer.append(generation)
         writer.append(firstSequence)
-        writer.append(UInt32(0))
+        writer.append(salt)
         writer.appendChecksum()
         return writer.bytes
     }
@@ -237,12 +278,12 @@ package struct SegmentHeader: Equatable, Sendable {
         _ = try reader.read(UInt16.self)
         let generation: UInt64 = try reader.read()
         let firstSequence: UInt64 = try reader.read()
-        _ = try reader.read(UInt32.self)
+        let salt: UInt32 = try reader.read()
         // The checksum first: a flipped bit in the version is damage, not a newer SharedCache.
         try reader.verifyChecksum()
         guard major <= FormatVersion.current.major else { throw .unsupportedVersion(major: major) }
         guard major >= 1 else { throw .invalidField("version \(major)") }
-        return SegmentHeader(generation: generation, firstSequence: firstSequence, major: major)
+        return SegmentHeader(generation: generation, firstSequence: firstSequence, major: major, salt: salt)
     }
 }
 
@@ -260,11 +301,14 @@ package enum DecodedFrame: Equatable {
 extension JournalRecord {
     /// Appends one framed record to `writer`, its payload followed by `padding` zero bytes (which
     /// readers ignore).
-    package func encode(sequence: UInt64, into writer: inout ByteWriter, padding: Int = 0) {
+    ///
+    /// - Parameter mark: its segment's tag in version 3, its sequence number before (see
+    ///   ``SegmentHeader/mark(forSequence:)``).
+    package func encode(mark: UInt64, into writer: inout ByteWriter, padding: Int = 0) {
         let start = writer.count
         writer.append(UInt32(0))  // crc, filled in below
         writer.append(UInt32(0))  // length, filled in below
-        writer.append(sequence)
+        writer.append(mark)
         writer.append(typeCode)
         let payloadStart = writer.count
         switch self {
@@ -278,6 +322,7 @@ extension JournalRecord {
             writer.append(bytes: record.key)
             writer.append(UInt16(record.etag.count))
             writer.append(bytes: record.etag)
+            record.writer?.encode(into: &writer)
         case .removed(let record):
             writer.append(record.hash)
             writer.append(record.location)
@@ -315,13 +360,16 @@ extension JournalRecord {
         writer.set(CRC32C.mask(crc), at: start)
     }
 
-    /// Decodes the record that starts at `offset` in `bytes`.
+    /// Decodes the record that starts at `offset` in `bytes`, bytes of a segment with `header`
+    /// whose first lies at file offset `base`.
     ///
     /// Following LevelDB's reader: a frame that runs past the end is `incomplete`, never
     /// corruption; a whole frame with a bad checksum is `corrupt`, and nothing after it can be
-    /// trusted, because its length field may itself be damaged.
+    /// trusted, because its length field may itself be damaged. In version 3 a frame must also
+    /// carry its segment's tag, and its sequence number comes from its place.
     package static func decodeFrame(
-        _ bytes: UnsafeRawBufferPointer, at offset: Int, major: UInt16 = FormatVersion.current.major
+        _ bytes: UnsafeRawBufferPointer, at offset: Int, in header: SegmentHeader,
+        base: Int64 = Int64(SegmentHeader.size)
     ) -> DecodedFrame {
         var reader = ByteReader(bytes, offset: offset)
         guard reader.remaining >= frameHeaderSize else { return .incomplete }
@@ -332,10 +380,17 @@ extension JournalRecord {
             guard reader.remaining >= 9 + length else { return .incomplete }
             let covered = UnsafeRawBufferPointer(rebasing: bytes[(offset + 4)..<(offset + frameHeaderSize + length)])
             guard CRC32C.unmask(storedCRC) == CRC32C.checksum(covered) else { return .corrupt(.checksumMismatch) }
-            let sequence: UInt64 = try reader.read()
+            let mark: UInt64 = try reader.read()
+            let sequence: UInt64
+            if header.numbersByPlace {
+                guard mark == header.tag else { return .corrupt(.invalidField("segment tag")) }
+                sequence = header.sequence(ofRecordEndingAt: base + Int64(offset + frameHeaderSize + length))
+            } else {
+                sequence = mark
+            }
             let type: UInt8 = try reader.read()
             var payload = ByteReader(try reader.readBytes(length))
-            let record = try decodePayload(type: type, major: major, &payload)
+            let record = try decodePayload(type: type, major: header.major, &payload)
             return .record(record, sequence: sequence, size: frameHeaderSize + length)
         } catch {
             return .corrupt(error)
@@ -352,10 +407,11 @@ extension JournalRecord {
             let expiresAt: Int64 = try reader.read()
             let key = Array(try reader.readBytes(Int(try reader.read(UInt32.self))))
             let etag = Array(try reader.readBytes(Int(try reader.read(UInt16.self))))
+            let writer = reader.remaining > 0 ? try Remover(&reader) : nil
             return .stored(
                 StoredRecord(
                     hash: hash, location: location, bodySize: bodySize, storedAt: storedAt, expiresAt: expiresAt,
-                    key: key, etag: etag))
+                    key: key, etag: etag, writer: writer))
         case 2:
             let hash = try reader.readHash()
             let location = try reader.readLocation(major: major)

@@ -34,10 +34,12 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
                 .accessed(AccessedRecord(hash: hash, location: BodyLocation(blobID: 7), accessedAt: 5)),
                 .freshened(FreshenedRecord(hash: hash, location: BodyLocation(blobID: 7), storedAt: 6, expiresAt: 8)),
             ]
-            return records.enumerated().map { index, record in
-                var writer = ByteWriter()
-                record.encode(sequence: UInt64(index + 1), into: &writer)
-                return writer.bytes
+            return Self.segments.flatMap { header in
+                records.enumerated().map { index, record in
+                    var writer = ByteWriter()
+                    record.encode(mark: header.mark(forSequence: UInt64(index + 1)), into: &writer)
+                    return writer.bytes
+                }
             }
         case .segmentHeader:
             return [SegmentHeader(generation: 3, firstSequence: 77).encoded()]
@@ -82,26 +84,79 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
         }
     }
 
+    /// The segments journal frames are decoded as part of: one of the current version, whose
+    /// records carry its tag, and one of version 2, whose records carry their numbers.
+    static let segments = [
+        SegmentHeader(generation: 3, firstSequence: 1, salt: 0x5EED_F00D),
+        SegmentHeader(generation: 3, firstSequence: 1, major: 2),
+    ]
+
     /// Taking `bytes` for damage at the start of a segment's rest: where records resume must be
     /// a whole record there, and the placeholders for the bytes before it must fill them exactly
-    /// with whole records.
-    private static func checkResumption(_ bytes: [UInt8]) -> String? {
+    /// with whole records, when there is room for one.
+    private static func checkResumption(_ bytes: [UInt8], in header: SegmentHeader) -> String? {
         bytes.withUnsafeBytes { raw -> String? in
-            guard let resumption = JournalRecord.resumption(in: raw, after: 0, major: FormatVersion.current.major)
+            let base = Int64(SegmentHeader.size)
+            guard let resumption = JournalRecord.resumption(in: raw, after: 0, header: header, base: base)
             else { return nil }
-            guard case .record(_, resumption.sequence, _) = JournalRecord.decodeFrame(raw, at: resumption.offset) else {
+            guard
+                case .record(_, resumption.sequence, _) = JournalRecord.decodeFrame(
+                    raw, at: resumption.offset, in: header, base: base)
+            else {
                 return "resumed at \(resumption.offset) without its record"
             }
-            guard
-                let placeholders = JournalRecord.placeholders(
-                    after: 0, resumingAt: resumption.sequence, size: resumption.offset)
+            let placeholders = JournalRecord.placeholders(
+                in: header, after: 0, resumingAt: resumption.sequence, size: resumption.offset)
+            // In version 3 a record cut short may leave fewer bytes than a frame takes: none fit
+            // (readers read past them).
+            if header.numbersByPlace && resumption.offset < JournalRecord.frameHeaderSize {
+                return placeholders == nil ? nil : "placeholders fit in \(resumption.offset) bytes"
+            }
+            guard let placeholders
             else { return "no placeholders fit the \(resumption.offset) bytes before the resumption" }
-            let records = placeholders.bytes.withUnsafeBytes { JournalRecord.wholeRecords(in: $0) }
+            let records = placeholders.withUnsafeBytes { JournalRecord.wholeRecords(in: $0, header: header) }
             guard let records, records.allSatisfy({ $0 == .lost }) else {
                 return "placeholders for \(resumption.offset) bytes do not decode"
             }
-            let filled = placeholders.bytes.count
+            let filled = placeholders.count
             return filled == resumption.offset ? nil : "placeholders fill \(filled) of \(resumption.offset) bytes"
+        }
+    }
+
+    /// Decodes `bytes` as records of a segment with `header`; returns a description of a broken
+    /// property, or `nil`.
+    private static func checkFrames(_ bytes: [UInt8], in header: SegmentHeader) -> String? {
+        // Frames are checksummed, so mutations rarely reach the payload decoders: also try
+        // the bytes re-framed with a length and checksum that fit them.
+        if bytes.count >= JournalRecord.frameHeaderSize,
+            bytes.count - JournalRecord.frameHeaderSize <= JournalRecord.maximumPayloadSize
+        {
+            var framed = ByteWriter()
+            framed.append(bytes: bytes)
+            framed.set(UInt32(bytes.count - JournalRecord.frameHeaderSize), at: 4)
+            let crc = framed.bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[4...])) }
+            framed.set(CRC32C.mask(crc), at: 0)
+            let frame = framed.bytes.withUnsafeBytes { JournalRecord.decodeFrame($0, at: 0, in: header) }
+            if frame == .incomplete { return "a whole re-framed record decoded as incomplete" }
+        }
+        if let problem = checkResumption(bytes, in: header) { return problem }
+        return bytes.withUnsafeBytes { raw -> String? in
+            var offset = 0
+            while offset < raw.count {
+                guard case .record(let record, let sequence, let size) = JournalRecord.decodeFrame(raw, at: offset, in: header)
+                else { return nil }
+                guard size > 0, offset + size <= raw.count else { return "frame size \(size) at \(offset)" }
+                if case .unknown = record {} else {
+                    // What decodes must encode to something that decodes the same, in the same place.
+                    var writer = ByteWriter()
+                    record.encode(mark: header.mark(forSequence: sequence), into: &writer)
+                    let base = Int64(SegmentHeader.size + offset)
+                    let again = writer.bytes.withUnsafeBytes { JournalRecord.decodeFrame($0, at: 0, in: header, base: base) }
+                    guard case .record(record, sequence, _) = again else { return "re-encoding changed \(record)" }
+                }
+                offset += size
+            }
+            return nil
         }
     }
 
@@ -110,35 +165,10 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
     package func check(_ bytes: [UInt8]) -> String? {
         switch self {
         case .journalFrame:
-            // Frames are checksummed, so mutations rarely reach the payload decoders: also try
-            // the bytes re-framed with a length and checksum that fit them.
-            if bytes.count >= JournalRecord.frameHeaderSize, bytes.count - JournalRecord.frameHeaderSize <= JournalRecord.maximumPayloadSize {
-                var framed = ByteWriter()
-                framed.append(bytes: bytes)
-                framed.set(UInt32(bytes.count - JournalRecord.frameHeaderSize), at: 4)
-                let crc = framed.bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[4...])) }
-                framed.set(CRC32C.mask(crc), at: 0)
-                let frame = framed.bytes.withUnsafeBytes { JournalRecord.decodeFrame($0, at: 0) }
-                if frame == .incomplete { return "a whole re-framed record decoded as incomplete" }
+            for header in Self.segments {
+                if let problem = Self.checkFrames(bytes, in: header) { return "version \(header.major): \(problem)" }
             }
-            if let problem = Self.checkResumption(bytes) { return problem }
-            return bytes.withUnsafeBytes { raw -> String? in
-                var offset = 0
-                while offset < raw.count {
-                    guard case .record(let record, let sequence, let size) = JournalRecord.decodeFrame(raw, at: offset)
-                    else { return nil }
-                    guard size > 0, offset + size <= raw.count else { return "frame size \(size) at \(offset)" }
-                    if case .unknown = record {} else {
-                        // What decodes must encode to something that decodes the same.
-                        var writer = ByteWriter()
-                        record.encode(sequence: sequence, into: &writer)
-                        let again = writer.bytes.withUnsafeBytes { JournalRecord.decodeFrame($0, at: 0) }
-                        guard case .record(record, sequence, _) = again else { return "re-encoding changed \(record)" }
-                    }
-                    offset += size
-                }
-                return nil
-            }
+            return nil
         case .segmentHeader:
             guard let header = try? bytes.withUnsafeBytes({ try SegmentHeader.decode($0) }) else { return nil }
             return header.encoded().withUnsafeBytes({ try? SegmentHeader.decode($0) }) == header ? nil : "segment header"

@@ -36,7 +36,7 @@ extension CacheEngine {
         try directory.perform("checkpointing \(path)") {
             try directoryLock.withExclusiveLock(timeout: configuration.lockTimeout) {
                 let durable = isDurable
-                let sealed = try withAppendLock { live in (try live.seal(durable: durable), false) }
+                let sealed = try withAppendLock { live in (try live.seal(durable: durable), nil) }
                 try ManifestFile.write(
                     sealed.index, generation: sealed.generation, lastSequence: sealed.lastSequence, in: directory,
                     durable: isDurable)

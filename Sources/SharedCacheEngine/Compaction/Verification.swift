@@ -74,7 +74,7 @@ extension CacheEngine {
             // and they hide whatever follows. Repairing, the lock's own catch-up repairs them.
             let repairsBefore = try withState { $0.live.journalRepairs }
             let damagedEnd = try withAppendLock(repairing: repair) { live in
-                (try live.hasBytesPastItsRecords(), false)
+                (try live.hasBytesPastItsRecords(), nil)
             }
             let repaired = try withState { $0.live.journalRepairs } > repairsBefore
             if damagedEnd || repaired {

@@ -19,7 +19,7 @@ extension CacheEngine {
                 guard try directory.checkFormat().major < FormatVersion.current.major else { return }
                 try directory.makeDirectory(CacheDirectory.packsDirectory)
                 let durable = isDurable
-                let sealed = try withAppendLock { live in (try live.seal(durable: durable), false) }
+                let sealed = try withAppendLock { live in (try live.seal(durable: durable), nil) }
                 try ManifestFile.write(
                     sealed.index, generation: sealed.generation, lastSequence: sealed.lastSequence, in: directory,
                     durable: durable)

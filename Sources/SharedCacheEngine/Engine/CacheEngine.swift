@@ -190,7 +190,8 @@ package final class CacheEngine: Sendable {
         let interval = recencyInterval
         guard now - entry.lastAccess >= interval else { return }
         // Best effort: a failure here must not turn a hit into an error.
-        _ = try? commit { index -> ([JournalRecord], Void) in
+        // Shared: an access applies only to the version it names, and a second one is harmless.
+        _ = try? commit(concurrently: true) { index -> ([JournalRecord], Void) in
             guard let current = index[hash], current.location == entry.location, now - current.lastAccess >= interval
             else { return ([], ()) }
             return ([.accessed(AccessedRecord(hash: hash, location: entry.location, accessedAt: now))], ())
@@ -331,29 +332,24 @@ package final class CacheEngine: Sendable {
     /// Journals a body just written as the entry for its key, superseding any earlier version
     /// (whose body is then reclaimed). If the journal refuses it, the body is reclaimed: no
     /// process can know it.
+    ///
+    /// Appended under the shared append lock: puts of other processes land at the same moment,
+    /// and the version this one replaces is the one before it in the journal.
     package func commitStored(_ header: BlobHeader, at location: BodyLocation) throws {
-        let hash = header.keyHash
         let stored = StoredRecord(
-            hash: hash, location: location, bodySize: header.bodySize, storedAt: header.storedAt,
-            expiresAt: header.expiresAt, key: header.key, etag: header.etag)
-        let replaced: BodyLocation?
+            hash: header.keyHash, location: location, bodySize: header.bodySize, storedAt: header.storedAt,
+            expiresAt: header.expiresAt, key: header.key, etag: header.etag, writer: .current)
+        let replaced: [BodyLocation]
         do {
-            replaced = try commit { index in
-                var records: [JournalRecord] = [.stored(stored)]
-                let previous = index[hash]?.location
-                if let previous {
-                    records.append(
-                        .removed(
-                            RemovedRecord(
-                                hash: hash, location: previous, reason: .superseded, remover: .current, key: header.key)))
-                }
-                return (records, previous)
+            replaced = try withAppendLock(shared: true) { live in
+                let appended = try live.append { _ in ([.stored(stored)], ()) }
+                return (appended.replaced, appended.segment)
             }
         } catch {
-            try? bodies.reclaim(hash, at: location)
+            try? bodies.reclaim(header.keyHash, at: location)
             throw error
         }
-        if let replaced { try? bodies.reclaim(hash, at: replaced) }
+        for location in replaced { try? bodies.reclaim(header.keyHash, at: location) }
     }
 
     /// Removes every entry. Puts that other processes complete after the clear are kept.
@@ -396,27 +392,39 @@ package final class CacheEngine: Sendable {
     ///
     /// The lock is waited for outside the process mutex (readers go on meanwhile), and with
     /// ``Durability/synchronized`` the append is flushed after the mutex is let go.
-    package func commit<Decision>(_ decide: (Index) throws -> ([JournalRecord], Decision)) throws -> Decision {
-        try withAppendLock { live in try live.append(decide) }
+    ///
+    /// - Parameter concurrently: take the lock shared, for records whose effect is decided where
+    ///   they are applied (see ``LiveIndex/withAppendLock(timeout:durable:shared:repairing:access:_:)``).
+    package func commit<Decision>(
+        concurrently: Bool = false, _ decide: (Index) throws -> ([JournalRecord], Decision)
+    ) throws -> Decision {
+        try withAppendLock(shared: concurrently) { live in
+            let appended = try live.append(decide)
+            return (appended.decision, appended.segment)
+        }
     }
 
     /// Runs `body` on the index under the journal's append lock (see
-    /// ``LiveIndex/withAppendLock(timeout:durable:repairing:access:_:)``); a durable append is
-    /// flushed once the process mutex is let go.
+    /// ``LiveIndex/withAppendLock(timeout:durable:shared:repairing:access:_:)``); a durable append
+    /// is flushed once the process mutex is let go.
     ///
-    /// - Parameter repairing: repair damage at the end of the journal first (every append does);
-    ///   `false` only to look at it.
+    /// - Parameters:
+    ///   - shared: hold the lock shared, as puts do.
+    ///   - repairing: repair damage at the end of the journal first (every exclusive append
+    ///     does); `false` only to look at it.
+    ///   - body: returns its result and the segment it appended to, if it did.
     package func withAppendLock<Decision>(
-        repairing: Bool = true, _ body: (LiveIndex) throws -> (decision: Decision, appended: Bool)
+        shared: Bool = false, repairing: Bool = true,
+        _ body: (LiveIndex) throws -> (decision: Decision, appendedTo: JournalSegment?)
     ) throws -> Decision {
         try appenders.withLock {
             var flush: JournalSegment?
             let decision = try LiveIndex.withAppendLock(
-                timeout: lockTimeout, durable: isDurable, repairing: repairing,
+                timeout: lockTimeout, durable: isDurable, shared: shared, repairing: repairing,
                 access: { step in try withState { state in try step(state.live) } }
             ) { live in
-                let (decision, appended) = try body(live)
-                if appended && isDurable { flush = live.cursor.segment }
+                let (decision, segment) = try body(live)
+                if isDurable { flush = segment }
                 return decision
             }
             try flush?.file.synchronizeData()

@@ -63,14 +63,17 @@ package struct Index: Sendable, Sequence {
         if Self.slotCount(for: count) > slots.count { rebuildSlots(count: Self.slotCount(for: count)) }
     }
 
-    /// Makes `entry` the current version for `hash`, replacing any other.
-    package mutating func insert(_ entry: IndexEntry, for hash: KeyHash) {
+    /// Makes `entry` the current version for `hash`, replacing any other; returns the one it
+    /// replaced.
+    @discardableResult
+    package mutating func insert(_ entry: IndexEntry, for hash: KeyHash) -> IndexEntry? {
         currentStamp = 0
         let (slot, position) = find(hash)
         if let position {
-            totalBytes = totalBytes - elements[position].entry.bodySize + entry.bodySize
+            let replaced = elements[position].entry
+            totalBytes = totalBytes - replaced.bodySize + entry.bodySize
             elements[position].entry = entry
-            return
+            return replaced
         }
         guard elements.count < Int(ManifestCoding.maximumEntryCount) else {
             preconditionFailure("an index holds at most 2^31 entries")
@@ -79,6 +82,7 @@ package struct Index: Sendable, Sequence {
         slots[slot] = Self.slot(tag: Self.tag(hash), position: elements.count - 1)
         totalBytes += entry.bodySize
         if Self.slotCount(for: elements.count) > slots.count { rebuildSlots(count: slots.count * 2) }
+        return nil
     }
 
     /// Removes the entry for `hash` if its current version is at `location`.
@@ -115,11 +119,12 @@ package struct Index: Sendable, Sequence {
         body(&elements[position].entry)
     }
 
-    /// Folds one journal record into the index.
-    package mutating func apply(_ record: JournalRecord) {
+    /// Folds one journal record into the index; returns the version a stored record replaced.
+    @discardableResult
+    package mutating func apply(_ record: JournalRecord) -> IndexEntry? {
         switch record {
         case .stored(let stored):
-            insert(
+            return insert(
                 IndexEntry(
                     location: stored.location, bodySize: stored.bodySize, storedAt: stored.storedAt,
                     expiresAt: stored.expiresAt, lastAccess: stored.storedAt),
@@ -148,6 +153,7 @@ package struct Index: Sendable, Sequence {
         case .sealed, .retired, .lost, .unknown:
             break
         }
+        return nil
     }
 
     // MARK: The slot table

@@ -5,9 +5,11 @@ import SharedCachePlatform
 ///
 /// Loading reads the manifest and replays the journal from the position it covers. Every cache
 /// call first ``refresh()``es, which costs one atomic load when no process appended anything.
-/// Changes go through ``withAppendLock(timeout:durable:repairing:access:_:)``: under the newest segment's
-/// append lock, catch up, decide the records from the now-current index, append them in one
-/// write; then, the lock released, apply them.
+/// Changes go through ``withAppendLock(timeout:durable:shared:repairing:access:_:)``: under the
+/// newest segment's append lock, catch up, decide the records from the now-current index, append
+/// them in one write; then, the lock released, apply them. Held exclusively, no other process
+/// appends meanwhile, so the decision stands; held shared (puts), others append at the same
+/// moment, and the records are read back to be applied in journal order.
 ///
 /// Not thread-safe: ``CacheEngine`` keeps it inside its `Locked` state. Its properties are
 /// exempt from Swift's run-time exclusivity checks, which cost ~1,000 instructions per put
@@ -58,9 +60,13 @@ package final class LiveIndex {
     /// The last sequence number the newest checkpoint this index knows of covers: the manifest
     /// it loaded, or the seal it made.
     @exclusivity(unchecked) private var checkpointedThrough: UInt64
-    /// The segment whose append lock the owner holds, until ``append(_:)`` has written its
-    /// records (see ``withAppendLock(timeout:durable:repairing:access:_:)``).
-    @exclusivity(unchecked) private var heldAppendLock: JournalSegment?
+    /// The segment whose append lock the owner holds, and whether shared, until ``append(_:)``
+    /// has written its records (see ``withAppendLock(timeout:durable:shared:repairing:access:_:)``).
+    @exclusivity(unchecked) private var heldAppendLock: (segment: JournalSegment, shared: Bool)?
+    /// Where this process's stored records appended under a shared lock put their bodies, until
+    /// reading them back applies them; and the versions they replaced then.
+    @exclusivity(unchecked) private var storesBeingReadBack: [BodyLocation] = []
+    @exclusivity(unchecked) private var replacedByStoresReadBack: [BodyLocation] = []
 
     private init(directory: CacheDirectory, index: Index, cursor: JournalCursor) {
         self.directory = directory
@@ -155,7 +161,9 @@ package final class LiveIndex {
             let live = LiveIndex(
                 directory: directory, index: index,
                 cursor: JournalCursor(segment: segment, lastSequence: segment.header.firstSequence - 1))
-            let sealed = try LiveIndex.withAppendLock(timeout: timeout, durable: durable, access: { try $0(live) }) {
+            let sealed = try LiveIndex.withAppendLock(
+                timeout: timeout, durable: durable, shared: false, access: { try $0(live) }
+            ) {
                 try $0.seal(durable: durable)
             }
             try ManifestFile.write(
@@ -217,8 +225,13 @@ package final class LiveIndex {
         return changedHashes
     }
 
-    /// Folds one record into the index, first noting the removals it carries.
-    private func apply(_ record: JournalRecord, sequence: UInt64) {
+    /// Folds one record into the index, noting the removals it carries; returns the version a
+    /// stored record replaced.
+    ///
+    /// In a version 3 segment a stored record supersedes whatever version its key has where it
+    /// is applied, so every process reports the same removal; before, a `removed` record follows.
+    @discardableResult
+    private func apply(_ record: JournalRecord, sequence: UInt64) -> BodyLocation? {
         if tracksChanges {
             switch record {
             case .stored(let stored): changedHashes?.append(stored.hash)
@@ -229,7 +242,8 @@ package final class LiveIndex {
             }
         }
         if case .retired(let pack) = record { retiredPacks?.append(pack) }
-        if collectsRemovals && sequence > reportedThrough {
+        let reports = collectsRemovals && sequence > reportedThrough
+        if reports {
             switch record {
             case .removed(let removed):
                 pendingRemovals.append(
@@ -246,7 +260,21 @@ package final class LiveIndex {
             }
             reportedThrough = sequence
         }
-        index.apply(record)
+        let replaced = index.apply(record)
+        guard case .stored(let stored) = record, let replaced = replaced?.location, replaced != stored.location else {
+            return nil
+        }
+        if reports && cursor.segment.header.numbersByPlace {
+            pendingRemovals.append(
+                Removal(
+                    hash: stored.hash, key: String(decoding: stored.key, as: UTF8.self), reason: .superseded,
+                    remover: stored.writer, sequence: sequence))
+        }
+        if let own = storesBeingReadBack.firstIndex(of: stored.location) {
+            storesBeingReadBack.remove(at: own)
+            replacedByStoresReadBack.append(replaced)
+        }
+        return replaced
     }
 
     /// Counts a record this process appended, before it is applied.
@@ -330,18 +358,27 @@ package final class LiveIndex {
     /// An ``append(_:)`` in `body` releases the lock once its records are written: applying them
     /// needs only exclusive use of this index, and every microsecond the lock is held is one
     /// in which a preempted holder keeps every other process's puts waiting.
+    ///
+    /// - Parameters:
+    ///   - shared: hold the lock shared, so that other processes append at the same moment
+    ///     (version 3 segments): for records whose effect is decided where they are applied
+    ///     (stored, accessed), never for a decision that must stand (a removal of the current
+    ///     version, a seal). Nothing is repaired then, but for a seal whose checkpoint died
+    ///     before making the next segment, which takes the lock exclusively.
+    ///   - repairing: with the lock exclusive, repair damage at the end of the journal first.
     package static func withAppendLock<Result>(
-        timeout: Duration, durable: Bool, repairing: Bool = true,
+        timeout: Duration, durable: Bool, shared: Bool, repairing: Bool = true,
         access: ((LiveIndex) throws -> AppendStep<Result>) throws -> AppendStep<Result>,
         _ body: (LiveIndex) throws -> Result
     ) throws -> Result {
         try withoutActuallyEscaping(body) { body in
-            try appendLoop(timeout: timeout, durable: durable, repairing: repairing, access: access, body)
+            try appendLoop(
+                timeout: timeout, durable: durable, shared: shared, repairing: repairing, access: access, body)
         }
     }
 
     private static func appendLoop<Result>(
-        timeout: Duration, durable: Bool, repairing: Bool,
+        timeout: Duration, durable: Bool, shared: Bool, repairing: Bool,
         access: ((LiveIndex) throws -> AppendStep<Result>) throws -> AppendStep<Result>,
         _ body: @escaping (LiveIndex) throws -> Result
     ) throws -> Result {
@@ -351,26 +388,38 @@ package final class LiveIndex {
             try live.refresh()
             return .lock(live.cursor.segment)
         }
+        var exclusively = !shared
         while case .lock(let segment) = step {
-            guard try segment.file.lock(.exclusive, timeout: timeout) else {
+            // A segment of an older version is only ever sealed: its appenders knew nothing of
+            // sharing.
+            let kind: LockKind = !exclusively && segment.header.numbersByPlace ? .shared : .exclusive
+            guard try segment.file.lock(kind, timeout: timeout) else {
                 throw appendLockTimeout(segment, timeout: timeout)
             }
             var released = false
             defer { if !released { segment.file.unlock() } }
             step = try access { live in
-                live.heldAppendLock = segment
+                live.heldAppendLock = (segment, kind == .shared)
                 defer {
                     live.releaseAppendLock()
                     released = true
                 }
                 // Behind a retired segment: reload from the manifest, then lock where it
                 // leads. Appending here would put records after a seal, where no reader looks.
-                if try live.advance(repairing: repairing ? segment : nil, durable: durable) == .mustResynchronize {
+                let locked = repairing && kind == .exclusive ? segment : nil
+                if try live.advance(repairing: locked, durable: durable) == .mustResynchronize {
                     try live.resynchronize()
                     return .lock(live.cursor.segment)
                 }
-                // A checkpoint sealed the segment we locked; lock the next one.
+                // A checkpoint sealed the segment we locked; lock the next one. (A seal takes
+                // the lock exclusively, so under a shared one it is whole before any record
+                // still being written: reading to the end finds it.)
                 if live.cursor.segment !== segment { return .lock(live.cursor.segment) }
+                // Its checkpoint died before making the next segment: make it, exclusively.
+                if kind == .shared, live.cursor.isAtSealWithoutNextSegment {
+                    exclusively = true
+                    return .lock(segment)
+                }
                 return .done(try body(live))
             }
         }
@@ -378,40 +427,65 @@ package final class LiveIndex {
         return result
     }
 
+    /// What an ``append(_:)`` did.
+    package struct Appended<Decision> {
+        package var decision: Decision
+        /// The segment the records went to (for a durable caller to flush, outside the owner's
+        /// mutex); `nil` when there were none.
+        package var segment: JournalSegment?
+        /// The versions the stored records among them replaced where they were applied, whose
+        /// bodies the caller reclaims.
+        package var replaced: [BodyLocation] = []
+    }
+
     /// Appends the records `decide` returns, deciding from the index as it is; the caller
-    /// holds the append lock (see ``withAppendLock(timeout:durable:repairing:access:_:)``).
+    /// holds the append lock (see ``withAppendLock(timeout:durable:shared:repairing:access:_:)``).
     ///
-    /// - Parameter decide: sees the index with every earlier record applied; returns the
-    ///   records to append (none is fine), which are then applied, once written and the append
-    ///   lock released (this process's other threads wait for the owner's mutex meanwhile).
-    /// - Returns: what `decide` returned, and whether anything was appended (which a durable
-    ///   caller then flushes, outside the owner's mutex).
-    package func append<Decision>(_ decide: (Index) throws -> ([JournalRecord], Decision)) throws
-        -> (decision: Decision, appended: Bool)
-    {
+    /// - Parameter decide: sees the index with every earlier record applied (held shared, but
+    ///   for what other processes are appending at this moment); returns the records to append
+    ///   (none is fine), which are then applied, once written and the append lock released (this
+    ///   process's other threads wait for the owner's mutex meanwhile). Held shared, they are
+    ///   read back from the journal with whatever landed before them.
+    package func append<Decision>(_ decide: (Index) throws -> ([JournalRecord], Decision)) throws -> Appended<Decision> {
         let (records, decision) = try decide(index)
-        guard !records.isEmpty else { return (decision, false) }
+        guard !records.isEmpty else { return Appended(decision: decision) }
+        let segment = cursor.segment
         // Records are encoded in the current version; an older segment is only ever sealed
         // (by the upgrade), so this cannot happen unless something else wrote the journal.
-        guard cursor.segment.header.major == FormatVersion.current.major else {
+        guard segment.header.major == FormatVersion.current.major else {
             throw SharedCacheError(
                 .unsupportedFormat,
-                "\(cursor.segment.path) is a journal segment of format version \(cursor.segment.header.major), "
+                "\(segment.path) is a journal segment of format version \(segment.header.major), "
                     + "which this SharedCache does not append to; close every process using the cache and open it again",
-                path: cursor.segment.path)
+                path: segment.path)
         }
         // One append a hold: the first releases the lock.
-        precondition(heldAppendLock === cursor.segment, "appending without the append lock")
-        let first = cursor.lastSequence + 1
-        try cursor.append(records, durable: false)
-        publishJournalEnd()
-        // Written: what other processes append from now on comes after these records.
-        releaseAppendLock()
-        for (offset, record) in records.enumerated() {
-            count(record)
-            apply(record, sequence: first + UInt64(offset))
+        guard let held = heldAppendLock, held.segment === segment else {
+            preconditionFailure("appending without the append lock")
         }
-        return (decision, true)
+        var replaced: [BodyLocation] = []
+        if held.shared {
+            try cursor.appendConcurrently(records)
+            releaseAppendLock()
+            storesBeingReadBack = records.compactMap { if case .stored(let stored) = $0 { stored.location } else { nil } }
+            defer { storesBeingReadBack = [] }
+            try refresh(readingTheJournal: true)
+            replaced = replacedByStoresReadBack
+            replacedByStoresReadBack = []
+            publishJournalEnd()
+            records.forEach(count)
+        } else {
+            let sequences = try cursor.append(records, durable: false)
+            publishJournalEnd()
+            // Written: what other processes append from now on comes after these records.
+            releaseAppendLock()
+            for (record, sequence) in zip(records, sequences) {
+                count(record)
+                if let location = apply(record, sequence: sequence) { replaced.append(location) }
+            }
+        }
+        if segment.header.numbersByPlace, !replaced.isEmpty { counters?.addRemovals(.superseded, UInt64(replaced.count)) }
+        return Appended(decision: decision, segment: segment, replaced: replaced)
     }
 
     /// Seals the current segment, starts the next, and returns the index as of the seal; the
@@ -421,7 +495,7 @@ package final class LiveIndex {
         // Flushed whatever `durable` says, before the next segment exists: a power loss must
         // never keep segment G+1 (and what is appended to it) while losing the seal naming it,
         // or the next checkpoint would seal G again and find a G+1 that follows another seal.
-        try cursor.append([.sealed(nextGeneration: next)], durable: true)
+        _ = try cursor.append([.sealed(nextGeneration: next)], durable: true)
         publishJournalEnd()
         apply(.sealed(nextGeneration: next), sequence: cursor.lastSequence)
         try JournalSegment.create(next, firstSequence: cursor.lastSequence + 1, in: directory, durable: durable)
@@ -434,10 +508,10 @@ package final class LiveIndex {
         return (snapshot, next, lastSequence)
     }
 
-    /// Releases the append lock ``withAppendLock(timeout:durable:repairing:access:_:)`` took, if
-    /// it is still held.
+    /// Releases the append lock ``withAppendLock(timeout:durable:shared:repairing:access:_:)``
+    /// took, if it is still held.
     private func releaseAppendLock() {
-        heldAppendLock?.file.unlock()
+        heldAppendLock?.segment.file.unlock()
         heldAppendLock = nil
     }
 

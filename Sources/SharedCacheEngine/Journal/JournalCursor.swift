@@ -13,12 +13,15 @@ package import SharedCachePlatform
 /// The position is (segment, byte offset, last sequence number applied). Reading never takes a
 /// lock: only whole records below the file size are decoded, and a record cut off by the end of
 /// the file is "not yet written" (another process's `write(2)` may be visible page by page).
-/// Given the segment whose append lock the caller holds (`repairing`), damage in that segment
-/// is repaired, because no one else can be writing it: where intact records follow, `lost`
-/// placeholders are written over exactly the damaged bytes (``JournalRecord/resumption(in:after:major:)``),
-/// so the records after it are kept; a cut-off or corrupt tail is truncated away. Other segments
-/// the cursor reaches are never touched, as their owner may be mid-write; where intact records
-/// resume after a damaged one there, it reads on from them, as every process does.
+/// Given the segment whose append lock the caller holds exclusively (`repairing`), damage in
+/// that segment is repaired, because no one else can be writing it: where intact records follow,
+/// `lost` placeholders are written over exactly the damaged bytes
+/// (``JournalRecord/resumption(in:after:header:base:)``), so the records after it are kept; a
+/// cut-off or corrupt tail is truncated away. Other segments the cursor reaches are never
+/// touched, as their owner may be mid-write; where intact records resume after a damaged one
+/// there, it reads on from them, as every process does. In a version 3 segment, where processes
+/// append at once, that includes a record cut off with records after it: appends land one after
+/// another, so it is one whose appender died, not one being written.
 ///
 /// Not thread-safe; ``LiveIndex`` keeps it under its owner's lock, and its properties are
 /// exempt from run-time exclusivity checks for the same reason as ``LiveIndex``'s.
@@ -38,6 +41,9 @@ package final class JournalCursor {
     @exclusivity(unchecked) package private(set) var lastSequence: UInt64
     /// Set once the current segment's `sealed` record has been applied.
     @exclusivity(unchecked) private(set) var sealedNext: UInt64?
+    /// Whether the position is at a seal whose next segment does not exist yet (a checkpoint
+    /// died between the two): only a writer holding the lock exclusively makes it.
+    var isAtSealWithoutNextSegment: Bool { sealedNext != nil }
     /// Torn or corrupt tails this cursor truncated, and damage it wrote placeholders over, while
     /// repairing.
     @exclusivity(unchecked) package private(set) var repairs = 0
@@ -109,16 +115,18 @@ package final class JournalCursor {
 
             var consumed = 0
             var stop: Progress? = nil
+            let header = segment.header
             try buffer.withUnsafeBytes { raw in
                 let bytes = UnsafeRawBufferPointer(rebasing: raw[..<count])
                 decoding: while consumed < count {
-                    switch JournalRecord.decodeFrame(bytes, at: consumed, major: segment.header.major) {
+                    let frame = JournalRecord.decodeFrame(bytes, at: consumed, in: header, base: start)
+                    switch frame {
                     case .record(let record, let sequence, let size):
                         if sequence <= lastSequence {
                             consumed += size
                             continue
                         }
-                        guard sequence == lastSequence + 1 else {
+                        guard header.numbersByPlace || sequence == lastSequence + 1 else {
                             stop = .stoppedAtCorruption
                             break decoding
                         }
@@ -132,6 +140,14 @@ package final class JournalCursor {
                     case .incomplete:
                         // More of the file may follow past this chunk; re-read from here.
                         if count < available && consumed > 0 { break decoding }
+                        // Version 3: a frame cut off with a whole frame after it is not being
+                        // written (each append lands after the one before it has ended) but was
+                        // cut short by an appender that died; read on past it as past damage.
+                        if header.numbersByPlace, consumed < count, locked !== segment,
+                            try readPastDamage(at: start + Int64(consumed), size: size, consumed: &consumed)
+                        {
+                            break decoding
+                        }
                         stop = .upToDate
                         break decoding
                     case .corrupt:
@@ -139,16 +155,10 @@ package final class JournalCursor {
                         // prefix of itself. Where intact records resume, read on from there, as
                         // every process does; the damage in a segment whose lock is held is left
                         // to the repair below, which stands placeholders in for it.
-                        let damage = (generation: segment.generation, offset: start + Int64(consumed), size: size)
-                        let searched = damageWithoutResumption.map { $0 == damage } ?? false
-                        if locked !== segment, !searched {
-                            if let resumption = try resumption(afterDamageAt: damage.offset) {
-                                skipLost(before: resumption.sequence)
-                                consumed += resumption.offset
-                                // Read on from there: it may lie past what this chunk holds.
-                                break decoding
-                            }
-                            damageWithoutResumption = damage
+                        if locked !== segment,
+                            try readPastDamage(at: start + Int64(consumed), size: size, consumed: &consumed)
+                        {
+                            break decoding
                         }
                         stop = .stoppedAtCorruption
                         break decoding
@@ -213,6 +223,22 @@ package final class JournalCursor {
         return .follow
     }
 
+    /// Reads on past damage at `position` of the current segment (whose size was `size` when
+    /// read) to where intact records resume, if they do: moves `consumed` there (past what the
+    /// buffer may hold, so the caller reads again). The search is not made again at the same
+    /// place until the segment grows.
+    private func readPastDamage(at position: Int64, size: Int64, consumed: inout Int) throws -> Bool {
+        let damage = (generation: segment.generation, offset: position, size: size)
+        if let searched = damageWithoutResumption, searched == damage { return false }
+        guard let resumption = try resumption(afterDamageAt: position) else {
+            damageWithoutResumption = damage
+            return false
+        }
+        skipLost(before: resumption.sequence)
+        consumed += resumption.offset
+        return true
+    }
+
     /// Counts the numbers damage took before `next` as read, with no placeholder written.
     private func skipLost(before next: UInt64) {
         guard next > lastSequence + 1 else { return }
@@ -221,52 +247,63 @@ package final class JournalCursor {
     }
 
     /// Writes `lost` placeholders over the damage at the position, if intact records follow it
-    /// in this segment; whether it did.
+    /// in this segment; whether they do. Where placeholders cannot stand in for the damage (a
+    /// version 3 record cut short after fewer bytes than a frame header), it reads past it, as
+    /// every other reader does: the records after it are never truncated.
     ///
     /// A whole record numbered out of turn is left to truncation: no bit flip makes one.
     private func replaceDamage(in directory: CacheDirectory, durable: Bool) throws -> Bool {
         let start = offset, current = segment
-        guard let resumption = try resumption(afterDamageAt: start),
+        guard let resumption = try resumption(afterDamageAt: start) else { return false }
+        guard
             let placeholders = JournalRecord.placeholders(
-                after: lastSequence, resumingAt: resumption.sequence, size: resumption.offset),
+                in: current.header, after: lastSequence, resumingAt: resumption.sequence, size: resumption.offset),
             // Checked before they are written: a repair that wrote damage would loop on it.
-            placeholders.bytes.withUnsafeBytes({ JournalRecord.wholeRecords(in: $0, major: current.header.major) })
-                != nil,
+            placeholders.withUnsafeBytes({ JournalRecord.wholeRecords(in: $0, header: current.header) }) != nil,
             try JournalSegment.writeInPlace(
-                placeholders.bytes, at: start, of: current.file, named: JournalSegment.name(current.generation),
+                placeholders, at: start, of: current.file, named: JournalSegment.name(current.generation),
                 in: directory, flush: durable)
-        else { return false }
+        else {
+            skipLost(before: resumption.sequence)
+            offset += Int64(resumption.offset)
+            return true
+        }
         repairs += 1
         return true
     }
 
     /// Where intact records resume after damage at `position` of the current segment, read to
-    /// its end (``JournalRecord/resumption(in:after:major:)``), as an offset from `position`;
+    /// its end (``JournalRecord/resumption(in:after:header:base:)``), as an offset from `position`;
     /// `nil` when none do, or when a whole record stands at `position` (one numbered out of
     /// turn, which no bit flip makes, is left to truncation).
     private func resumption(afterDamageAt position: Int64) throws -> (offset: Int, sequence: UInt64)? {
         let end = try segment.file.sizeAndLinkCount().size
         guard end > position else { return nil }
         var bytes = [UInt8](repeating: 0, count: Int(end - position))
-        let current = segment, applied = lastSequence, major = segment.header.major
+        let current = segment, applied = lastSequence, header = segment.header
         let count = try bytes.withUnsafeMutableBytes { try current.file.read(fromAbsoluteOffset: position, into: $0) }
         guard count == bytes.count else { return nil }
         return bytes.withUnsafeBytes { raw in
-            if case .record = JournalRecord.decodeFrame(raw, at: 0, major: major) { return nil }
-            return JournalRecord.resumption(in: raw, after: applied, major: major)
+            if case .record = JournalRecord.decodeFrame(raw, at: 0, in: header, base: position) { return nil }
+            return JournalRecord.resumption(in: raw, after: applied, header: header, base: position)
         }
     }
 
-    /// Appends `records` with one `write(2)` and moves past them.
+    /// Appends `records` with one `write(2)` and moves past them; returns their sequence numbers.
     ///
-    /// The caller holds the segment's append lock and has just advanced with `repairing`, so the
-    /// records get the next sequence numbers and land exactly at `offset`. If the write is cut
-    /// short (a full disk), the partial bytes are truncated away and the call throws.
-    func append(_ records: [JournalRecord], durable: Bool) throws {
+    /// The caller holds the segment's append lock exclusively and has just advanced with
+    /// `repairing`, so the records land exactly at `offset`. If the write is cut short (a full
+    /// disk), the partial bytes are truncated away and the call throws.
+    func append(_ records: [JournalRecord], durable: Bool) throws -> [UInt64] {
         precondition(sealedNext == nil, "appending to a sealed segment")
+        let header = segment.header
         var writer = ByteWriter(capacity: 256)
+        var sequences: [UInt64] = []
+        sequences.reserveCapacity(records.count)
         for (index, record) in records.enumerated() {
-            record.encode(sequence: lastSequence + 1 + UInt64(index), into: &writer)
+            let sequence = lastSequence + 1 + UInt64(index)
+            record.encode(mark: header.mark(forSequence: sequence), into: &writer)
+            sequences.append(header.numbersByPlace ? header.sequence(ofRecordEndingAt: offset + Int64(writer.count)) : sequence)
         }
         let current = segment
         let written = try writer.bytes.withUnsafeBytes { try current.file.writeOnce($0) }
@@ -277,8 +314,30 @@ package final class JournalCursor {
             throw SystemError("write", errno: ENOSPC, path: JournalSegment.name(current.generation))
         }
         offset += Int64(written)
-        lastSequence += UInt64(records.count)
+        lastSequence = sequences.last ?? lastSequence
         if case .sealed(let next) = records.last { sealedNext = next }
         if durable { try current.file.synchronizeData() }
+        return sequences
+    }
+
+    /// Appends `records` with one `write(2)` at the end of a version 3 segment whose append lock
+    /// the caller holds shared, as other processes may at the same moment: where they land is
+    /// known only once read back (``advance(in:repairing:durable:apply:)``), and the position
+    /// does not move.
+    ///
+    /// If the write is cut short (a full disk), the call throws; the partial record stays, and
+    /// readers read past it as damage once a record follows it (the next exclusive holder of the
+    /// lock truncates it if none does).
+    func appendConcurrently(_ records: [JournalRecord]) throws {
+        precondition(sealedNext == nil, "appending to a sealed segment")
+        precondition(segment.header.numbersByPlace, "appending at once to a segment numbered by its records")
+        let mark = segment.header.tag
+        var writer = ByteWriter(capacity: 256)
+        for record in records { record.encode(mark: mark, into: &writer) }
+        let current = segment
+        let written = try writer.bytes.withUnsafeBytes { try current.file.writeOnce($0) }
+        guard written == writer.count else {
+            throw SystemError("write", errno: ENOSPC, path: JournalSegment.name(current.generation))
+        }
     }
 }

@@ -11,8 +11,9 @@ package import SharedCachePlatform
 /// One open journal segment, `journal/<generation as 16 hex digits>`.
 ///
 /// Opened for reading and appending (`O_APPEND`), so every record lands at the end in one
-/// `write(2)`. The flock on this descriptor is the append lock of the segment: appenders hold
-/// it exclusively for the microseconds of "catch up, write, apply".
+/// `write(2)`. The flock on this descriptor is the append lock of the segment: puts hold it
+/// shared, so they append at once (version 3); a change decided from the current index holds it
+/// exclusively, as does sealing and repairing.
 package final class JournalSegment {
     package let generation: UInt64
     package let header: SegmentHeader
@@ -94,9 +95,11 @@ package final class JournalSegment {
     }
 
     /// Writes a damaged header anew when the records after it show what it was
-    /// (``SegmentHeader/reconstructed(generation:records:)``): its name gives the generation,
-    /// its first record the first sequence number. The header is never written otherwise, so
-    /// every process that finds it damaged writes the same bytes. `nil` when it cannot be.
+    /// (``SegmentHeader/reconstructed(generation:records:firstSequence:)``): its name gives the
+    /// generation, its first record the salt (version 3) or the first sequence number (before),
+    /// and in version 3 the manifest that names it the first sequence number. The header is
+    /// never written otherwise, so every process that finds it damaged writes the same bytes.
+    /// `nil` when it cannot be.
     private static func rebuildHeader(
         of file: borrowing FileDescriptor, generation: UInt64, in directory: CacheDirectory
     ) throws -> SegmentHeader? {
@@ -108,9 +111,14 @@ package final class JournalSegment {
         let count = try records.withUnsafeMutableBytes {
             try file.read(fromAbsoluteOffset: Int64(SegmentHeader.size), into: $0)
         }
+        // A checkpoint names the segment it made, right after the seal it covers.
+        let manifest = try ManifestFile.readHeader(in: directory)
+        let firstSequence = manifest.flatMap { $0.generation == generation ? $0.lastSequence + 1 : nil }
         guard
             let header = records.withUnsafeBytes({
-                SegmentHeader.reconstructed(generation: generation, records: UnsafeRawBufferPointer(rebasing: $0[..<count]))
+                SegmentHeader.reconstructed(
+                    generation: generation, records: UnsafeRawBufferPointer(rebasing: $0[..<count]),
+                    firstSequence: firstSequence)
             })
         else { return nil }
         let written = try writeInPlace(header.encoded(), at: 0, of: file, named: name(generation), in: directory)
@@ -132,8 +140,8 @@ package final class JournalSegment {
         return true
     }
 
-    /// Creates a segment unless it already exists (another process may have created it first;
-    /// the contents would be identical).
+    /// Creates a segment unless it already exists (another process may have created it first:
+    /// its header is then the one every process uses).
     ///
     /// The header is written to `tmp/`, flushed, and renamed into place without replacing, so
     /// a segment never exists without its whole header, even after a power loss. The flush is

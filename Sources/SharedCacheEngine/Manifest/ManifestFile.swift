@@ -75,6 +75,17 @@ enum ManifestFile {
         }
     }
 
+    /// The manifest's header alone, if it is there and intact (its entries unread).
+    static func readHeader(in directory: CacheDirectory) throws -> ManifestCoding.Header? {
+        guard let file = try directory.openIfPresent(CacheDirectory.manifestFile, flags: O_RDONLY | O_NONBLOCK),
+            try file.status().isRegularFile
+        else { return nil }
+        var bytes = [UInt8](repeating: 0, count: ManifestCoding.headerSize)
+        let count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
+        guard count == bytes.count else { return nil }
+        return try? bytes.withUnsafeBytes { raw in try ManifestCoding.decodeHeader(raw) }
+    }
+
     /// Replaces the manifest, writing it in chunks; the caller holds the directory lock.
     static func write(
         _ index: Index, generation: UInt64, lastSequence: UInt64, in directory: CacheDirectory, durable: Bool

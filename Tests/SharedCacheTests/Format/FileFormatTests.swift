@@ -101,8 +101,9 @@ struct FileFormatTests {
 
     @Test func newerManifestMajorVersionIsRefused() {
         var bytes = Self.encodeManifest(Self.sampleIndex(1))
-        bytes[4] = 3
-        #expect(throws: FormatError.unsupportedVersion(major: 3)) { try Self.decodeManifest(bytes) }
+        let newer = FormatVersion.current.major + 1
+        bytes[4] = UInt8(newer)
+        #expect(throws: FormatError.unsupportedVersion(major: newer)) { try Self.decodeManifest(bytes) }
     }
 
     @Test func blobHeaderRoundTripsAndChecksItself() throws {
@@ -126,8 +127,9 @@ struct FileFormatTests {
         #expect(try FormatVersion.decode(FormatVersion.current.encoded()) == .current)
         #expect(try FormatVersion.decode(Array("sharedcache 1.7\n".utf8)) == FormatVersion(major: 1, minor: 7))
         #expect(try FormatVersion.decode(Array("sharedcache 2.3\n".utf8)) == FormatVersion(major: 2, minor: 3))
-        #expect(throws: FormatError.unsupportedVersion(major: 3)) {
-            try FormatVersion.decode(Array("sharedcache 3.0\n".utf8))
+        #expect(try FormatVersion.decode(Array("sharedcache 3.4\n".utf8)) == FormatVersion(major: 3, minor: 4))
+        #expect(throws: FormatError.unsupportedVersion(major: 4)) {
+            try FormatVersion.decode(Array("sharedcache 4.0\n".utf8))
         }
         #expect(throws: FormatError.badMagic) { try FormatVersion.decode(Array("something else\n".utf8)) }
         #expect(throws: FormatError.self) { try FormatVersion.decode(Array("sharedcache one\n".utf8)) }

@@ -22,23 +22,45 @@ struct JournalRecordTests {
         .moved(MovedRecord(hash: hash, from: packed, to: BodyLocation(pack: 0x9999, position: 32, length: 1100))),
         .retired(pack: 0x1234_5678_9ABC_DEF0),
         .lost,
+        .stored(
+            StoredRecord(
+                hash: hash, location: packed, bodySize: 5, storedAt: 3, expiresAt: 4, key: Array("k".utf8), etag: [],
+                writer: remover)),
     ]
     static let packed = BodyLocation(pack: 0x1234_5678_9ABC_DEF0, position: 4096, length: 1100)
 
-    /// Frames the records with consecutive sequence numbers starting at 1.
-    static func encode(_ records: [JournalRecord]) -> [UInt8] {
+    /// A segment of the current version (its records carry its tag and are numbered by place),
+    /// and one of version 2 (its records carry consecutive numbers), both numbering from 1.
+    static let segment = SegmentHeader(generation: 5, firstSequence: 1, salt: 0xA1B2_C3D4)
+    static let versionTwo = SegmentHeader(generation: 5, firstSequence: 1, major: 2)
+
+    /// Frames the records for the start of a segment with `header`: numbered from 1 in version 2.
+    static func encode(_ records: [JournalRecord], in header: SegmentHeader = segment) -> [UInt8] {
         var writer = ByteWriter()
-        for (index, record) in records.enumerated() { record.encode(sequence: UInt64(index + 1), into: &writer) }
+        for (index, record) in records.enumerated() {
+            record.encode(mark: header.mark(forSequence: UInt64(index + 1)), into: &writer)
+        }
         return writer.bytes
     }
 
+    /// The sequence numbers of `records` at the start of a segment with `header`: consecutive
+    /// before version 3, the place of each one's last byte from version 3.
+    static func sequences(_ records: [JournalRecord], in header: SegmentHeader = segment) -> [UInt64] {
+        guard header.numbersByPlace else { return Array(1...UInt64(records.count)) }
+        var end = 0
+        return records.map { record in
+            end += encode([record], in: header).count
+            return header.firstSequence + UInt64(end) - 1
+        }
+    }
+
     /// Decodes frames until one is not a whole valid record; returns what was decoded and why it stopped.
-    static func decodeAll(_ bytes: [UInt8]) -> ([(JournalRecord, UInt64)], DecodedFrame?) {
+    static func decodeAll(_ bytes: [UInt8], in header: SegmentHeader = segment) -> ([(JournalRecord, UInt64)], DecodedFrame?) {
         bytes.withUnsafeBytes { raw in
             var offset = 0
             var decoded: [(JournalRecord, UInt64)] = []
             while offset < raw.count {
-                let frame = JournalRecord.decodeFrame(raw, at: offset)
+                let frame = JournalRecord.decodeFrame(raw, at: offset, in: header)
                 guard case .record(let record, let sequence, let size) = frame else { return (decoded, frame) }
                 decoded.append((record, sequence))
                 offset += size
@@ -47,11 +69,36 @@ struct JournalRecordTests {
         }
     }
 
-    @Test func everyRecordTypeRoundTrips() {
-        let (decoded, stop) = Self.decodeAll(Self.encode(Self.records))
+    @Test(arguments: [segment, versionTwo])
+    func everyRecordTypeRoundTrips(in header: SegmentHeader) {
+        let (decoded, stop) = Self.decodeAll(Self.encode(Self.records, in: header), in: header)
         #expect(stop == nil)
         #expect(decoded.map(\.0) == Self.records)
-        #expect(decoded.map(\.1) == Array(1...UInt64(Self.records.count)))
+        #expect(decoded.map(\.1) == Self.sequences(Self.records, in: header))
+    }
+
+    /// sharedcache(5), "Journal segment": in version 3 a record's number is the place of its last
+    /// byte, counted from first-sequence at the first byte after the header, so numbers run on
+    /// across segments: the next segment's first-sequence is one past its seal's.
+    @Test func versionThreeRecordsAreNumberedByTheirPlace() {
+        let header = SegmentHeader(generation: 5, firstSequence: 1000)
+        let bytes = Self.encode(Array(Self.records.prefix(3)), in: header)
+        let sizes = Self.records.prefix(3).map { Self.encode([$0], in: header).count }
+        #expect(Self.decodeAll(bytes, in: header).0.map(\.1) == [999 + sizes[0], 999 + sizes[0] + sizes[1], 999 + bytes.count].map(UInt64.init))
+        // The same bytes further into the segment: numbered by where they lie.
+        let later = bytes.withUnsafeBytes { JournalRecord.decodeFrame($0, at: 0, in: header, base: 132) }
+        #expect(later == .record(Self.records[0], sequence: UInt64(1000 + 100 + sizes[0] - 1), size: sizes[0]))
+    }
+
+    /// A version 3 frame must carry its segment's tag: a frame of another segment, or one whose
+    /// mark is a number (as a key could hold), is damage, though its checksum holds.
+    @Test func aFrameWithAnotherSegmentsTagIsCorrupt() {
+        let other = SegmentHeader(generation: 5, firstSequence: 1, salt: 0xA1B2_C3D5)
+        let (decoded, stop) = Self.decodeAll(Self.encode([Self.records[0]], in: other))
+        #expect(decoded.isEmpty)
+        #expect(stop == .corrupt(.invalidField("segment tag")))
+        let (_, numbered) = Self.decodeAll(Self.encode([Self.records[0]], in: Self.versionTwo))
+        #expect(numbered == .corrupt(.invalidField("segment tag")))
     }
 
     /// sharedcache(5): a record cut off by the end of the file is "not yet written".
@@ -91,8 +138,8 @@ struct JournalRecordTests {
     /// sharedcache(5): an unknown type with a valid frame is skipped; later records still decode.
     @Test func unknownRecordTypeIsSkipped() {
         var writer = ByteWriter()
-        JournalRecord.unknown(type: 200).encode(sequence: 1, into: &writer)
-        JournalRecord.sealed(nextGeneration: 7).encode(sequence: 2, into: &writer)
+        JournalRecord.unknown(type: 200).encode(mark: Self.segment.tag, into: &writer)
+        JournalRecord.sealed(nextGeneration: 7).encode(mark: Self.segment.tag, into: &writer)
         let (decoded, stop) = Self.decodeAll(writer.bytes)
         #expect(stop == nil)
         #expect(decoded.map(\.0) == [.unknown(type: 200), .sealed(nextGeneration: 7)])
@@ -112,7 +159,7 @@ struct JournalRecordTests {
     @Test func unknownRemovalReasonIsCorrupt() {
         var writer = ByteWriter()
         JournalRecord.removed(RemovedRecord(hash: Self.hash, location: BodyLocation(blobID: 1), reason: .manual, remover: Self.remover))
-            .encode(sequence: 1, into: &writer)
+            .encode(mark: Self.segment.tag, into: &writer)
         var bytes = writer.bytes
         // The reason byte follows the 17-byte frame header, the hash and the location; re-checksum.
         bytes[17 + 32 + BodyLocation.encodedSize] = 99
@@ -137,14 +184,15 @@ struct JournalRecordTests {
         var bytes = writer.bytes
         let crc = bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[4...])) }
         withUnsafeBytes(of: CRC32C.mask(crc).littleEndian) { for i in 0..<4 { bytes[i] = $0[i] } }
-        let frame = bytes.withUnsafeBytes { JournalRecord.decodeFrame($0, at: 0, major: 1) }
+        let versionOne = SegmentHeader(generation: 5, firstSequence: 1, major: 1)
+        let frame = bytes.withUnsafeBytes { JournalRecord.decodeFrame($0, at: 0, in: versionOne) }
         #expect(
             frame
                 == .record(
                     .accessed(AccessedRecord(hash: Self.hash, location: BodyLocation(blobID: 0xABCDEF), accessedAt: 77)),
                     sequence: 5, size: bytes.count))
         // Read as version 2, the same bytes are too short for a 20-byte location.
-        guard case .corrupt = bytes.withUnsafeBytes({ JournalRecord.decodeFrame($0, at: 0) }) else {
+        guard case .corrupt = bytes.withUnsafeBytes({ JournalRecord.decodeFrame($0, at: 0, in: Self.versionTwo) }) else {
             Issue.record("a version 1 record decoded as version 2")
             return
         }
@@ -160,10 +208,15 @@ struct JournalRecordTests {
         flipped[10] ^= 1
         #expect(throws: FormatError.checksumMismatch) { try flipped.withUnsafeBytes { try SegmentHeader.decode($0) } }
 
-        let newer = SegmentHeader(generation: 9, firstSequence: 1001, major: 3).encoded()
-        #expect(throws: FormatError.unsupportedVersion(major: 3)) {
+        let newer = SegmentHeader(generation: 9, firstSequence: 1001, major: FormatVersion.current.major + 1).encoded()
+        #expect(throws: FormatError.unsupportedVersion(major: FormatVersion.current.major + 1)) {
             try newer.withUnsafeBytes { try SegmentHeader.decode($0) }
         }
+        // Version 3 chose a salt, which the header keeps; version 2 had none.
+        #expect(header.salt != 0)
+        let versionTwo = SegmentHeader(generation: 9, firstSequence: 1001, major: 2)
+        #expect(versionTwo.salt == 0)
+        #expect(try versionTwo.encoded().withUnsafeBytes { try SegmentHeader.decode($0) } == versionTwo)
         // A flipped bit in the version is damage, not a newer SharedCache.
         var damagedVersion = bytes
         damagedVersion[5] ^= 0x58

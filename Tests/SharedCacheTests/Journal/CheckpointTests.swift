@@ -116,9 +116,10 @@ struct CheckpointTests {
         #expect(try reader.statistics().resynchronizations == 0)
     }
 
-    /// sharedcache(5): a torn record at the end of the journal is "not yet written" to readers
-    /// and truncated by the next writer.
-    @Test func tornTailIsIgnoredByReadersAndRepairedByTheNextWriter() throws {
+    /// sharedcache(5): a torn record at the end of the journal is "not yet written" to readers;
+    /// once a put (which appends at once, repairing nothing) lands after it, every reader reads
+    /// past it.
+    @Test func aTornRecordIsReadPastOnceAPutFollowsIt() throws {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))
         try cache.put(key: "a", data: Data("a".utf8))
@@ -129,21 +130,49 @@ struct CheckpointTests {
         try handle.write(contentsOf: intact.suffix(40).prefix(30))  // 30 bytes: half a record
         try handle.close()
 
+        // A put appends after it (puts do not repair: they append at once), and every reader
+        // reads past it: a record cut off with one after it is dead.
         let reader = try SharedCache(directory: directory("cache"))
         #expect(try reader.get(key: "a")?.data == Data("a".utf8))
         try reader.put(key: "b", data: Data("b".utf8))
-        #expect(try reader.statistics().journalRepairs == 1)
+        #expect(try reader.statistics().journalRepairs == 0)
+        #expect(try cache.get(key: "b")?.data == Data("b".utf8))
+        // Behind every reader's position now, it stays until verify --repair checkpoints past it.
+        #expect(try reader.verify().problems.map(\.kind) == [.damagedJournal])
+        #expect(try reader.verify(repair: true).isClean)
 
         let fresh = try SharedCache(directory: directory("cache"))
         #expect(try fresh.get(key: "a")?.data == Data("a".utf8))
         #expect(try fresh.get(key: "b")?.data == Data("b".utf8))
         #expect(try fresh.statistics().entryCount == 2)
+        #expect(try fresh.verify().problems.isEmpty)
     }
 
-    /// sharedcache(5): readers read on past a damaged record at once. A damaged length reads as
-    /// a record still being written, so it hides the records after it until the next writer
-    /// (here another process) writes `lost` placeholders over exactly its bytes. Either way the
-    /// entry it described becomes a miss, never wrong bytes, and nothing is truncated.
+    /// A torn tail that nothing follows: readers wait at it (it may be a write still landing),
+    /// and the next exclusive hold of the append lock (a removal) truncates it.
+    @Test func aTornTailIsTruncatedByTheNextExclusiveAppender() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        try cache.put(key: "a", data: Data("a".utf8))
+        let segment = directory("cache/journal/0000000000000001")
+        let intact = try Data(contentsOf: URL(fileURLWithPath: segment))
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: intact.suffix(40).prefix(30))
+        try handle.close()
+
+        let remover = try SharedCache(directory: directory("cache"))
+        #expect(try remover.remove(key: "a"))
+        #expect(try remover.statistics().journalRepairs == 1)
+        #expect(try cache.get(key: "a") == nil)
+        #expect(try SharedCache(directory: directory("cache")).verify().problems.isEmpty)
+    }
+
+    /// sharedcache(5): readers read on past a damaged record at once, a damaged length too (it
+    /// reads as a record cut off, and a whole record follows it). Puts append after it; the next
+    /// exclusive append, or `verify --repair`, writes `lost` placeholders over exactly its bytes.
+    /// Either way the entry it described becomes a miss, never wrong bytes, and nothing is
+    /// truncated.
     @Test(arguments: JournalDamage.allCases)
     func aDamagedRecordCostsOnlyItself(_ damage: JournalDamage) throws {
         let directory = try TemporaryDirectory()
@@ -162,10 +191,8 @@ struct CheckpointTests {
 
         let reader = try SharedCache(directory: directory("cache"))
         #expect(try reader.get(key: "first")?.data == Data("1".utf8))
-        // A damaged length reads as a record still being written, until a writer comes; past a
-        // damaged record, readers read on at once.
-        #expect(try reader.get(key: "third")?.data == (damage == .length ? nil : Data("3".utf8)))
-        // The writer is another process; this one reads on past what it repaired.
+        #expect(try reader.get(key: "third")?.data == Data("3".utf8))
+        // Another process puts; this one reads on.
         #expect(try Worker.run(["put", directory("cache"), "fourth", "4"]).status == 0)
         #expect(try reader.get(key: "third")?.data == Data("3".utf8))
         #expect(try reader.get(key: "fourth")?.data == Data("4".utf8))
@@ -182,10 +209,9 @@ struct CheckpointTests {
         #expect(try fresh.get(key: "second") == nil)
         #expect(try fresh.get(key: "third")?.data == Data("3".utf8))
         #expect(try fresh.get(key: "fourth")?.data == Data("4".utf8))
-        // The writer found a damaged length itself and wrote a placeholder over it; a damaged
-        // record every process reads past stays until verify --repair checkpoints it away.
-        let damageReported = try fresh.verify().problems.map(\.kind).contains(.damagedJournal)
-        #expect(damageReported == (damage == .payload))
+        // A damaged record every process reads past stays until verify --repair (or the next
+        // exclusive append) deals with it.
+        #expect(try fresh.verify().problems.map(\.kind).contains(.damagedJournal))
         #expect(try fresh.verify(repair: true).isClean)
         #expect(try SharedCache(directory: directory("cache")).verify().problems.isEmpty)
         #expect(try SharedCache(directory: directory("cache")).get(key: "third")?.data == Data("3".utf8))
@@ -209,12 +235,12 @@ struct CheckpointTests {
     @Test func sealWithoutNextSegmentIsFinishedByTheNextWriter() throws {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))
-        try cache.put(key: "a", data: Data("a".utf8))  // sequence 1
-        var seal = ByteWriter()
-        JournalRecord.sealed(nextGeneration: 2).encode(sequence: 2, into: &seal)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: directory("cache/journal/0000000000000001")))
+        try cache.put(key: "a", data: Data("a".utf8))
+        let segment = directory("cache/journal/0000000000000001")
+        let seal = try SegmentFile.frame(.sealed(nextGeneration: 2), for: segment, sequence: 2)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
         try handle.seekToEnd()
-        try handle.write(contentsOf: seal.bytes)
+        try handle.write(contentsOf: seal)
         try handle.close()
 
         let other = try SharedCache(directory: directory("cache"))
@@ -224,7 +250,7 @@ struct CheckpointTests {
         #expect(FileManager.default.fileExists(atPath: directory("cache/journal/0000000000000002")))
         #expect(try other.statistics().journalGeneration == 2)
         #expect(try cache.get(key: "b")?.data == Data("b".utf8))
-        #expect(try cache.statistics().journalSequence == 3)
+        #expect(try cache.statistics().journalSequence == other.statistics().journalSequence)
         #expect(try SharedCache(directory: directory("cache")).statistics().entryCount == 2)
     }
 }

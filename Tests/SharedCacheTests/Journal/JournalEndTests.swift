@@ -16,7 +16,8 @@ struct JournalEndTests {
         let counters = try #require(writer.engine.counters)
         let before = counters.value(.journalSequence)
         try writer.put(key: "a", data: Data("one".utf8))
-        #expect(counters.value(.journalSequence) == before + 1)
+        #expect(counters.value(.journalSequence) > before)
+        #expect(counters.value(.journalSequence) == (try writer.statistics()).journalSequence)
         // Another instance (as another process would) sees it on its very next call.
         #expect(try reader.get(key: "a")?.data == Data("one".utf8))
         try writer.checkpoint()
@@ -36,7 +37,7 @@ struct JournalEndTests {
             let hash = KeyHash(key: "a")
             let location = try #require(state.live.index[hash]).location
             let record = RemovedRecord(hash: hash, location: location, reason: .manual, remover: .current)
-            try state.live.cursor.append([.removed(record)], durable: false)
+            _ = try state.live.cursor.append([.removed(record)], durable: false)
         }
         #expect(try #require(writer.engine.counters).value(.journalSequence) == announced)
         // Found after at most the check interval (50 ms); 2 s is the bound of a busy machine.

@@ -21,12 +21,11 @@ struct JournalRepairTests {
         try checkpointer.checkpoint()  // seals segment 1, starts segment 2
 
         // Half of a record another writer is in the middle of appending to segment 2.
-        var frame = ByteWriter()
-        JournalRecord.cleared(Remover(processID: 1, name: "x")).encode(sequence: 4, into: &frame)
         let next = directory("cache/journal/0000000000000002")
+        let frame = try SegmentFile.frame(.cleared(Remover(processID: 1, name: "x")), for: next, sequence: 4)
         let handle = try #require(FileHandle(forWritingAtPath: next))
         try handle.seekToEnd()
-        try handle.write(contentsOf: Data(frame.bytes.prefix(frame.count / 2)))
+        try handle.write(contentsOf: Data(frame.prefix(frame.count / 2)))
         try handle.close()
         let size = try #require(try FileManager.default.attributesOfItem(atPath: next)[.size] as? Int)
 

@@ -70,7 +70,7 @@ struct BadInputTests {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))
         try cache.put(key: "k", data: Data("v".utf8))
-        try Data("sharedcache 3.0\n".utf8).write(to: URL(fileURLWithPath: directory("cache/format")))
+        try Data("sharedcache 4.0\n".utf8).write(to: URL(fileURLWithPath: directory("cache/format")))
         #expect(errorCode { try SharedCache(directory: directory("cache")) } == "unsupportedFormat")
         // A newer minor version is compatible.
         try Data("sharedcache 2.9\n".utf8).write(to: URL(fileURLWithPath: directory("cache/format")))

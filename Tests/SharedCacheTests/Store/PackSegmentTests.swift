@@ -261,75 +261,118 @@ struct PackSegmentTests {
     }
 }
 
-/// sharedcache(5), "Versions": a directory of format version 1 is upgraded in place.
-@Suite("Format version 1 directories: read, upgraded in place, nothing lost")
+/// sharedcache(5), "Versions": directories of format versions 1 and 2 are upgraded in place.
+@Suite("Format version 1 and 2 directories: read, upgraded in place, nothing lost")
 struct FormatUpgradeTests {
-    /// A copy of `Fixtures/format-1.tar.gz`: made by format version 1 with `sharedcache put`
-    /// of key-a, key-b (twice), key-c (40 KB), key-gone (removed), a compaction, key-d, and the
-    /// removal of key-a, so both its manifest and journal records after it are of version 1.
-    static func versionOneDirectory(in directory: TemporaryDirectory) throws -> String {
-        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/format-1.tar.gz").path
-        let tar = try ChildProcess.run(URL(fileURLWithPath: "/bin/tar"), arguments: ["-xzf", fixture, "-C", directory.path])
+    /// A directory an earlier format version made, kept in `Fixtures/`.
+    enum Fixture: String, CaseIterable, CustomTestStringConvertible {
+        /// Made by format version 1 with `sharedcache put` of key-a, key-b (twice), key-c
+        /// (40 KB), key-gone (removed), a compaction, key-d, and the removal of key-a, so both
+        /// its manifest and journal records after it are of version 1.
+        case versionOne = "format-1"
+        /// Made by format version 2.1 with `sharedcache put` of key-a, key-b, key-c (40 KB,
+        /// packed), key-gone, key-large (200 KB, a blob file), the removal of key-gone, a
+        /// compaction, key-b again (a `removed … superseded` record follows its `stored` one),
+        /// key-d, and the removal of key-a.
+        case versionTwo = "format-2"
+
+        var testDescription: String { rawValue }
+        var formatLine: String { self == .versionOne ? "sharedcache 1.0\n" : "sharedcache 2.1\n" }
+        /// The keys it holds besides key-b, key-c and key-d.
+        var moreKeys: [String] { self == .versionOne ? [] : ["key-large"] }
+    }
+
+    static func directory(_ fixture: Fixture, in directory: TemporaryDirectory) throws -> String {
+        let archive = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/\(fixture.rawValue).tar.gz").path
+        let tar = try ChildProcess.run(URL(fileURLWithPath: "/bin/tar"), arguments: ["-xzf", archive, "-C", directory.path])
         #expect(tar.termination == .exited(0), "\(tar.output)")
-        return directory("format-1")
+        return directory(fixture.rawValue)
     }
 
     static var bodyB: Data { Data((0..<3000).map { UInt8(($0 * 7 + 3) % 256) }) }
     static var bodyC: Data { Data((0..<40000).map { UInt8(($0 * 13 + 1) % 251) }) }
     static var bodyD: Data { Data("hello, version one\n".utf8) }
+    static var bodyLarge: Data { Data((0..<200_000).map { UInt8(($0 * 11 + 5) % 253) }) }
 
     /// The fixture's entries are all there, exactly, and `added` besides.
-    static func expectVersionOneEntries(_ cache: SharedCache, added: [String] = []) throws {
+    static func expectEntries(of fixture: Fixture, in cache: SharedCache, added: [String] = []) throws {
         #expect(try cache.get(key: "key-a") == nil)
         #expect(try cache.get(key: "key-gone") == nil)
         #expect(try cache.get(key: "key-b")?.data == bodyB)
         #expect(try cache.get(key: "key-b")?.entry.etag == "\"b2\"")
         #expect(try cache.get(key: "key-c")?.data == bodyC)
-        #expect(try cache.get(key: "key-c")?.entry.lastModified == "Tue, 01 Jan 2030 00:00:00 GMT")
+        if fixture == .versionOne {
+            #expect(try cache.get(key: "key-c")?.entry.lastModified == "Tue, 01 Jan 2030 00:00:00 GMT")
+        } else {
+            #expect(try cache.get(key: "key-large")?.data == bodyLarge)
+        }
         #expect(try cache.get(key: "key-d")?.data == bodyD)
         let entries = try cache.entries().map(\.key).sorted()
-        #expect(entries == (["key-b", "key-c", "key-d"] + added).sorted())
+        #expect(entries == (["key-b", "key-c", "key-d"] + fixture.moreKeys + added).sorted())
     }
 
-    @Test func aVersionOneDirectoryIsUpgradedAndKeepsEveryEntry() throws {
+    @Test(arguments: Fixture.allCases)
+    func aDirectoryIsUpgradedAndKeepsEveryEntry(_ fixture: Fixture) throws {
         let directory = try TemporaryDirectory()
-        let path = try Self.versionOneDirectory(in: directory)
-        #expect(try String(contentsOfFile: "\(path)/format", encoding: .utf8) == "sharedcache 1.0\n")
+        let path = try Self.directory(fixture, in: directory)
+        #expect(try String(contentsOfFile: "\(path)/format", encoding: .utf8) == fixture.formatLine)
 
         let cache = try SharedCache(directory: path)
         #expect(try Data(contentsOf: URL(fileURLWithPath: "\(path)/format")) == Data(FormatVersion.current.encoded()))
-        try Self.expectVersionOneEntries(cache)
+        try Self.expectEntries(of: fixture, in: cache)
+        let packsBefore = try packSegments(in: path).count
         try cache.put(key: "new", data: Data("packed".utf8))
-        #expect(try packSegments(in: path).count == 1)
+        #expect(try packSegments(in: path).count == max(packsBefore, 1))
         #expect(try cache.verify().problems.isEmpty)
 
         let reopened = try SharedCache(directory: path)
-        try Self.expectVersionOneEntries(reopened, added: ["new"])
+        try Self.expectEntries(of: fixture, in: reopened, added: ["new"])
         #expect(try reopened.get(key: "new")?.data == Data("packed".utf8))
         #expect(try !reopened.statistics().rebuiltOnOpen)
     }
 
-    /// Interrupted after the seal and the manifest but before `format` says version 2: the next
-    /// opener finishes it, and nothing is lost or read twice.
-    @Test func anInterruptedUpgradeIsFinishedByTheNextOpener() throws {
+    /// The version 2 segment is sealed into one of the current version, which carries a salt and
+    /// numbers its records by place, on from the version 2 numbers.
+    @Test func anUpgradedVersionTwoJournalGoesOnInTheCurrentVersion() throws {
         let directory = try TemporaryDirectory()
-        let path = try Self.versionOneDirectory(in: directory)
+        let path = try Self.directory(.versionTwo, in: directory)
+        let cache = try SharedCache(directory: path)
+        let segments = try FileManager.default.contentsOfDirectory(atPath: "\(path)/journal").sorted()
+        #expect(segments.count == 3)
+        let sealed = try SegmentFile.header("\(path)/journal/\(segments[1])")
+        let newest = try SegmentFile.header("\(path)/journal/\(segments[2])")
+        #expect(sealed.major == 2)
+        #expect(newest.major == FormatVersion.current.major && newest.numbersByPlace && newest.salt != 0)
+        // Version 2 numbered the fixture's 11 records and the upgrade's seal 1 to 12.
+        #expect(newest.firstSequence == 13)
+        try cache.put(key: "key-b", data: Data("b3".utf8))
+        #expect(try cache.statistics().journalSequence > 13)
+        #expect(try SharedCache(directory: path).get(key: "key-b")?.data == Data("b3".utf8))
+    }
+
+    /// Interrupted after the seal and the manifest but before `format` says the new version:
+    /// the next opener finishes it, and nothing is lost or read twice.
+    @Test(arguments: Fixture.allCases)
+    func anInterruptedUpgradeIsFinishedByTheNextOpener(_ fixture: Fixture) throws {
+        let directory = try TemporaryDirectory()
+        let path = try Self.directory(fixture, in: directory)
         do {
             let cache = try SharedCache(directory: path)
             try cache.put(key: "during", data: Data("x".utf8))
         }
-        try Data("sharedcache 1.0\n".utf8).write(to: URL(fileURLWithPath: "\(path)/format"))
+        try Data(fixture.formatLine.utf8).write(to: URL(fileURLWithPath: "\(path)/format"))
         let cache = try SharedCache(directory: path)
         #expect(try Data(contentsOf: URL(fileURLWithPath: "\(path)/format")) == Data(FormatVersion.current.encoded()))
-        try Self.expectVersionOneEntries(cache, added: ["during"])
+        try Self.expectEntries(of: fixture, in: cache, added: ["during"])
         #expect(try cache.get(key: "during")?.data == Data("x".utf8))
         #expect(try cache.verify().problems.isEmpty)
     }
 
-    @Test func theCompactorAndTheToolWorkOnAnUpgradedDirectory() async throws {
+    @Test(arguments: Fixture.allCases)
+    func theCompactorAndTheToolWorkOnAnUpgradedDirectory(_ fixture: Fixture) async throws {
         let directory = try TemporaryDirectory()
-        let path = try Self.versionOneDirectory(in: directory)
+        let path = try Self.directory(fixture, in: directory)
         let compact = try await Tool.admin.run(["--dir", path, "compact"])
         #expect(compact.status == 0, "\(compact.errors)")
         let get = try await Tool.admin.run(["--dir", path, "get", "key-c", "-o", directory("key-c")])

@@ -97,7 +97,7 @@ struct SharedCacheToolTests: AdminToolSuite {
         #expect(usage.errors.hasPrefix("sharedcache: --output needs a value; see 'sharedcache help get'"))
 
         #expect(try run("stat").status == 0)
-        try Data("sharedcache 3.0\n".utf8).write(to: URL(fileURLWithPath: "\(cache)/format"))
+        try Data("sharedcache 4.0\n".utf8).write(to: URL(fileURLWithPath: "\(cache)/format"))
         let newer = try run("stat")
         #expect(newer.status == 65)
         #expect(newer.errors.contains("newer than this SharedCache"))
