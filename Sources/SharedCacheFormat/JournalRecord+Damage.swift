@@ -35,7 +35,8 @@ extension JournalRecord {
             else { continue }
             let end = offset + size
             if end == bytes.count { return (offset, sequence) }
-            if case .record(_, let next, _) = decodeFrame(bytes, at: end, in: header, base: base), next == sequence + 1 {
+            if case .record(_, let next, _) = decodeFrame(bytes, at: end, in: header, base: base), next == sequence + 1
+            {
                 return (offset, sequence)
             }
         }

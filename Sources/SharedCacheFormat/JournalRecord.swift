@@ -397,7 +397,9 @@ extension JournalRecord {
         }
     }
 
-    private static func decodePayload(type: UInt8, major: UInt16, _ reader: inout ByteReader) throws(FormatError) -> JournalRecord {
+    private static func decodePayload(type: UInt8, major: UInt16, _ reader: inout ByteReader) throws(FormatError)
+        -> JournalRecord
+    {
         switch type {
         case 1:
             let hash = try reader.readHash()
@@ -428,11 +430,14 @@ extension JournalRecord {
             return .sealed(nextGeneration: try reader.read())
         case 5:
             return .accessed(
-                AccessedRecord(hash: try reader.readHash(), location: try reader.readLocation(major: major), accessedAt: try reader.read()))
+                AccessedRecord(
+                    hash: try reader.readHash(), location: try reader.readLocation(major: major),
+                    accessedAt: try reader.read()))
         case 6:
             return .freshened(
                 FreshenedRecord(
-                    hash: try reader.readHash(), location: try reader.readLocation(major: major), storedAt: try reader.read(),
+                    hash: try reader.readHash(), location: try reader.readLocation(major: major),
+                    storedAt: try reader.read(),
                     expiresAt: try reader.read()))
         case 7:
             return .moved(

@@ -153,7 +153,8 @@ package struct FileDescriptor: ~Copyable, Sendable {
         var written = 0
         while written < buffer.count {
             written += try System.write(
-                rawValue, UnsafeRawBufferPointer(rebasing: buffer[written...]), toAbsoluteOffset: offset + Int64(written))
+                rawValue, UnsafeRawBufferPointer(rebasing: buffer[written...]),
+                toAbsoluteOffset: offset + Int64(written))
         }
     }
 
@@ -168,6 +169,12 @@ package struct FileDescriptor: ~Copyable, Sendable {
     /// - Returns: The number of bytes written, which the caller must compare with the size.
     package func writeOnce(_ buffer: UnsafeRawBufferPointer) throws(SystemError) -> Int {
         try System.write(rawValue, buffer)
+    }
+
+    /// The descriptor's file offset: after a `write(2)` with `O_APPEND`, where what it wrote
+    /// ends. The C function is `lseek` with `SEEK_CUR`.
+    package func currentOffset() throws(SystemError) -> Int64 {
+        try System.currentOffset(rawValue)
     }
 
     /// Truncates the file to `length` bytes. The C function is `ftruncate`.

@@ -69,7 +69,8 @@ package enum System {
     /// A descriptor of its own for an inherited one (standard input or output), closing on
     /// exec. The C function is `fcntl` with `F_DUPFD_CLOEXEC`.
     package static func duplicate(_ descriptor: Int32) throws(SystemError) -> FileDescriptor {
-        FileDescriptor(owning: try retryingInterrupts("fcntl(F_DUPFD_CLOEXEC)") { fcntl(descriptor, F_DUPFD_CLOEXEC, 0) })
+        FileDescriptor(
+            owning: try retryingInterrupts("fcntl(F_DUPFD_CLOEXEC)") { fcntl(descriptor, F_DUPFD_CLOEXEC, 0) })
     }
 
     /// Closes a descriptor, never retrying. The C function is `close`.
@@ -325,7 +326,9 @@ package enum System {
     ) throws(SystemError) {
         let descriptor = try open(at: directory, path, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
         // On failure the descriptor is still ours and closes; on success the stream owns it.
-        guard let stream = fdopendir(descriptor.rawValue) else { throw SystemError("fdopendir", errno: errno, path: path) }
+        guard let stream = fdopendir(descriptor.rawValue) else {
+            throw SystemError("fdopendir", errno: errno, path: path)
+        }
         _ = descriptor.relinquish()
         defer { closedir(stream) }
         while true {
@@ -378,6 +381,11 @@ package enum System {
     static func unmap(_ address: UnsafeMutableRawPointer, size: Int) {
         let result = munmap(address, size)
         precondition(result == 0, "SharedCache unmapped memory it had not mapped")
+    }
+
+    /// The descriptor's file offset. The C function is `lseek` with `SEEK_CUR`.
+    static func currentOffset(_ descriptor: Int32) throws(SystemError) -> Int64 {
+        Int64(try retryingInterrupts("lseek") { lseek(descriptor, 0, SEEK_CUR) })
     }
 
     /// The start of the first byte of data at or after `offset`, skipping a hole of a sparse

@@ -22,6 +22,9 @@ struct MixedMeasurement: Codable {
     var p99Microseconds: Double
     var p999Microseconds: Double
     var maxMicroseconds: Double
+    /// The mean of the operations faster than the p99: what one costs the CPU when nothing
+    /// preempts it (the slowest waited for other processes' time slices).
+    var meanBelowP99Microseconds: Double
 }
 
 let mixedKeys = 10_000
@@ -168,6 +171,9 @@ func floorMixed(in root: String, operations: Int, putLock: LockKind? = nil) thro
 struct MixedRuns: Codable {
     var floor: MixedMeasurement
     var scheduler: MixedMeasurement
+    /// The scheduler's floor with SharedCache's CPU per process: each operation as long as
+    /// SharedCache's mean below its p99, so as many operations straddle the end of a time slice.
+    var schedulerSameCPU: MixedMeasurement
     var sharedCache: MixedMeasurement
     var diskcache: MixedMeasurement?
     /// SharedCache with as many processes as this machine has cores: its tail without time-slicing.
@@ -184,13 +190,16 @@ func measureMixed(in root: String, operations: Int, peer: String?) throws -> Mix
     let sharedCache = try sharedCacheMixed(in: root, operations: operations)
     let scheduler = try spinMixed(
         in: root, operations: operations, nanoseconds: UInt64(sharedCache.p50Microseconds * 1000))
+    let schedulerSameCPU = try spinMixed(
+        in: root, operations: operations, nanoseconds: UInt64(sharedCache.meanBelowP99Microseconds * 1000))
     let diskcache = try peer.map { try diskcacheMixed($0, in: root, operations: operations) }
     let onePerCore = try sharedCacheMixed(
         in: root, operations: operations * 4, processes: ProcessInfo.processInfo.activeProcessorCount)
     let putCallsExclusive = try floorMixed(in: root, operations: operations, putLock: .exclusive)
     let putCallsShared = try floorMixed(in: root, operations: operations, putLock: .shared)
     return MixedRuns(
-        floor: floor, scheduler: scheduler, sharedCache: sharedCache, diskcache: diskcache,
+        floor: floor, scheduler: scheduler, schedulerSameCPU: schedulerSameCPU, sharedCache: sharedCache,
+        diskcache: diskcache,
         sharedCacheOnePerCore: onePerCore, putCallsExclusive: putCallsExclusive, putCallsShared: putCallsShared)
 }
 
@@ -225,12 +234,16 @@ func mixedRun(
         samples += lines.dropFirst().map { UInt64($0)! }
     }
     samples.sort()
-    func percentile(_ p: Double) -> Double { Double(samples[min(samples.count - 1, Int(Double(samples.count) * p))]) / 1000 }
+    func percentile(_ p: Double) -> Double {
+        Double(samples[min(samples.count - 1, Int(Double(samples.count) * p))]) / 1000
+    }
+    let belowP99 = samples.prefix(max(1, Int(Double(samples.count) * 0.99)))
     return MixedMeasurement(
         processes: count, operations: samples.count,
         operationsPerSecond: Double(samples.count) / (Double(last - first) / 1e9), p50Microseconds: percentile(0.5),
         p99Microseconds: percentile(0.99), p999Microseconds: percentile(0.999),
-        maxMicroseconds: Double(samples.last ?? 0) / 1000)
+        maxMicroseconds: Double(samples.last ?? 0) / 1000,
+        meanBelowP99Microseconds: Double(belowP99.reduce(0, +)) / Double(belowP99.count) / 1000)
 }
 
 func sharedCacheMixed(in root: String, operations: Int, processes: Int = mixedProcesses) throws -> MixedMeasurement {
@@ -241,7 +254,10 @@ func sharedCacheMixed(in root: String, operations: Int, processes: Int = mixedPr
     try cache.checkpoint()
     let executable = ChildProcess.currentExecutable.path
     return try mixedRun(in: root, operations: operations, processes: processes) { worker, startAt, out in
-        (executable, ["--role", "mixed", directory, "\(mixedKeys)", "\(operations)", "\(worker + 1)", "\(startAt)", out])
+        (
+            executable,
+            ["--role", "mixed", directory, "\(mixedKeys)", "\(operations)", "\(worker + 1)", "\(startAt)", out]
+        )
     }
 }
 

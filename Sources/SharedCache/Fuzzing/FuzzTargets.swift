@@ -24,11 +24,13 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
             let records: [JournalRecord] = [
                 .stored(
                     StoredRecord(
-                        hash: hash, location: BodyLocation(blobID: 7), bodySize: 1234, storedAt: 1_700_000_000_000, expiresAt: .max,
+                        hash: hash, location: BodyLocation(blobID: 7), bodySize: 1234, storedAt: 1_700_000_000_000,
+                        expiresAt: .max,
                         key: Array("https://example.com/a".utf8), etag: Array("\"v1\"".utf8))),
                 .removed(
                     RemovedRecord(
-                        hash: hash, location: BodyLocation(blobID: 7), reason: .size, remover: Remover(processID: 42, name: "tool"),
+                        hash: hash, location: BodyLocation(blobID: 7), reason: .size,
+                        remover: Remover(processID: 42, name: "tool"),
                         key: Array("k".utf8))),
                 .cleared(Remover(processID: 1, name: "x")), .sealed(nextGeneration: 9),
                 .accessed(AccessedRecord(hash: hash, location: BodyLocation(blobID: 7), accessedAt: 5)),
@@ -47,12 +49,15 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
             let entries = (0..<3).map { number in
                 (
                     KeyHash(key: "\(number)"),
-                    IndexEntry(location: BodyLocation(blobID: UInt64(number)), bodySize: 10, storedAt: 1, expiresAt: .max, lastAccess: 2)
+                    IndexEntry(
+                        location: BodyLocation(blobID: UInt64(number)), bodySize: 10, storedAt: 1, expiresAt: .max,
+                        lastAccess: 2)
                 )
             }
             return [
                 ManifestCoding.encode(
-                    ManifestCoding.Header(generation: 2, lastSequence: 9, entryCount: 3, createdAt: 5), entries: entries)
+                    ManifestCoding.Header(generation: 2, lastSequence: 9, entryCount: 3, createdAt: 5), entries: entries
+                )
             ]
         case .blobHeader:
             return [
@@ -143,15 +148,20 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
         return bytes.withUnsafeBytes { raw -> String? in
             var offset = 0
             while offset < raw.count {
-                guard case .record(let record, let sequence, let size) = JournalRecord.decodeFrame(raw, at: offset, in: header)
+                guard
+                    case .record(let record, let sequence, let size) = JournalRecord.decodeFrame(
+                        raw, at: offset, in: header)
                 else { return nil }
                 guard size > 0, offset + size <= raw.count else { return "frame size \(size) at \(offset)" }
-                if case .unknown = record {} else {
+                if case .unknown = record {
+                } else {
                     // What decodes must encode to something that decodes the same, in the same place.
                     var writer = ByteWriter()
                     record.encode(mark: header.mark(forSequence: sequence), into: &writer)
                     let base = Int64(SegmentHeader.size + offset)
-                    let again = writer.bytes.withUnsafeBytes { JournalRecord.decodeFrame($0, at: 0, in: header, base: base) }
+                    let again = writer.bytes.withUnsafeBytes {
+                        JournalRecord.decodeFrame($0, at: 0, in: header, base: base)
+                    }
                     guard case .record(record, sequence, _) = again else { return "re-encoding changed \(record)" }
                 }
                 offset += size
@@ -171,10 +181,13 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
             return nil
         case .segmentHeader:
             guard let header = try? bytes.withUnsafeBytes({ try SegmentHeader.decode($0) }) else { return nil }
-            return header.encoded().withUnsafeBytes({ try? SegmentHeader.decode($0) }) == header ? nil : "segment header"
+            return header.encoded().withUnsafeBytes({ try? SegmentHeader.decode($0) }) == header
+                ? nil : "segment header"
         case .manifest:
             var visited = 0
-            guard let header = try? bytes.withUnsafeBytes({ raw in try ManifestCoding.decode(raw) { _, _ in visited += 1 } })
+            guard
+                let header = try? bytes.withUnsafeBytes({ raw in try ManifestCoding.decode(raw) { _, _ in visited += 1 }
+                    })
             else { return nil }
             return UInt64(visited) == header.entryCount ? nil : "manifest visited \(visited) of \(header.entryCount)"
         case .blobHeader:
@@ -187,7 +200,8 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
         case .configFile:
             let defaults = ConfigurationFile(sizeLimit: 1, defaultExpirySeconds: nil, entryLimit: 0)
             guard let file = try? ConfigurationFile.decode(bytes, defaults: defaults) else { return nil }
-            return (try? ConfigurationFile.decode(file.encoded(), defaults: defaults)) == file ? nil : "config re-encoding"
+            return (try? ConfigurationFile.decode(file.encoded(), defaults: defaults)) == file
+                ? nil : "config re-encoding"
         case .storedHTTP:
             guard let stored = StoredHTTP(bytes) else { return nil }
             return StoredHTTP(stored.encoded()) == stored ? nil : "stored HTTP re-encoding"

@@ -147,7 +147,8 @@ extension CacheEngine {
         let detail: String
         if let header = try bodies.readHeader(hash, at: entry.location) {
             let result = try bodies.read(
-                hash, at: entry.location, key: String(decoding: header.key, as: UTF8.self), expectedSize: entry.bodySize)
+                hash, at: entry.location, key: String(decoding: header.key, as: UTF8.self), expectedSize: entry.bodySize
+            )
             switch result {
             case .found:
                 report.entriesChecked += 1

@@ -96,15 +96,15 @@ package final class CacheEngine: Sendable {
             timeout: configuration.lockTimeout, durable: durable)
         let bodies = PackedBodyStore(directory: directory, packThreshold: shared.packThreshold)
         let (live, rebuilt) = try directory.perform("loading the index of \(path)") {
-            try LiveIndex.load(directory, bodies: bodies, lock: lock, timeout: configuration.lockTimeout, durable: durable)
+            try LiveIndex.load(
+                directory, bodies: bodies, lock: lock, timeout: configuration.lockTimeout, durable: durable)
         }
         self.path = path
         var adopted = configuration.adopting(shared)
         adopted.sharing = directory.sharing
         var warnings: [String] = []
         let filesystem = (try? directory.descriptor.filesystemKind()) ?? .local
-        if case .network(let name) = filesystem, case .fileEvents(let interval) = configuration.journalWatching
-        {
+        if case .network(let name) = filesystem, case .fileEvents(let interval) = configuration.journalWatching {
             // File events do not report other machines' appends: watch by polling instead.
             adopted.journalWatching = .polling(every: interval)
             warnings.append(

@@ -446,7 +446,8 @@ package final class LiveIndex {
     ///   (none is fine), which are then applied, once written and the append lock released (this
     ///   process's other threads wait for the owner's mutex meanwhile). Held shared, they are
     ///   read back from the journal with whatever landed before them.
-    package func append<Decision>(_ decide: (Index) throws -> ([JournalRecord], Decision)) throws -> Appended<Decision> {
+    package func append<Decision>(_ decide: (Index) throws -> ([JournalRecord], Decision)) throws -> Appended<Decision>
+    {
         let (records, decision) = try decide(index)
         guard !records.isEmpty else { return Appended(decision: decision) }
         let segment = cursor.segment
@@ -464,18 +465,9 @@ package final class LiveIndex {
             preconditionFailure("appending without the append lock")
         }
         var replaced: [BodyLocation] = []
-        if held.shared {
-            try cursor.appendConcurrently(records)
-            releaseAppendLock()
-            storesBeingReadBack = records.compactMap { if case .stored(let stored) = $0 { stored.location } else { nil } }
-            defer { storesBeingReadBack = [] }
-            try refresh(readingTheJournal: true)
-            replaced = replacedByStoresReadBack
-            replacedByStoresReadBack = []
-            publishJournalEnd()
-            records.forEach(count)
-        } else {
-            let sequences = try cursor.append(records, durable: false)
+        let sequences =
+            held.shared ? try cursor.appendConcurrently(records) : try cursor.append(records, durable: false)
+        if let sequences {
             publishJournalEnd()
             // Written: what other processes append from now on comes after these records.
             releaseAppendLock()
@@ -483,8 +475,22 @@ package final class LiveIndex {
                 count(record)
                 if let location = apply(record, sequence: sequence) { replaced.append(location) }
             }
+        } else {
+            // Others' records landed first: read them back with these, in journal order.
+            releaseAppendLock()
+            storesBeingReadBack = records.compactMap {
+                if case .stored(let stored) = $0 { stored.location } else { nil }
+            }
+            defer { storesBeingReadBack = [] }
+            try refresh(readingTheJournal: true)
+            replaced = replacedByStoresReadBack
+            replacedByStoresReadBack = []
+            publishJournalEnd()
+            records.forEach(count)
         }
-        if segment.header.numbersByPlace, !replaced.isEmpty { counters?.addRemovals(.superseded, UInt64(replaced.count)) }
+        if segment.header.numbersByPlace, !replaced.isEmpty {
+            counters?.addRemovals(.superseded, UInt64(replaced.count))
+        }
         return Appended(decision: decision, segment: segment, replaced: replaced)
     }
 

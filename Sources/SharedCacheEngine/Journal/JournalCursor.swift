@@ -303,7 +303,8 @@ package final class JournalCursor {
         for (index, record) in records.enumerated() {
             let sequence = lastSequence + 1 + UInt64(index)
             record.encode(mark: header.mark(forSequence: sequence), into: &writer)
-            sequences.append(header.numbersByPlace ? header.sequence(ofRecordEndingAt: offset + Int64(writer.count)) : sequence)
+            sequences.append(
+                header.numbersByPlace ? header.sequence(ofRecordEndingAt: offset + Int64(writer.count)) : sequence)
         }
         let current = segment
         let written = try writer.bytes.withUnsafeBytes { try current.file.writeOnce($0) }
@@ -321,23 +322,37 @@ package final class JournalCursor {
     }
 
     /// Appends `records` with one `write(2)` at the end of a version 3 segment whose append lock
-    /// the caller holds shared, as other processes may at the same moment: where they land is
-    /// known only once read back (``advance(in:repairing:durable:apply:)``), and the position
-    /// does not move.
+    /// the caller holds shared, as other processes may at the same moment.
+    ///
+    /// - Returns: their sequence numbers, the position then past them, when they landed right
+    ///   at the position (the file ended there: no other process appended since the cursor read
+    ///   to the end); `nil` when records of others came first, and these must be read back with
+    ///   them (``advance(in:repairing:durable:apply:)``), in journal order.
     ///
     /// If the write is cut short (a full disk), the call throws; the partial record stays, and
     /// readers read past it as damage once a record follows it (the next exclusive holder of the
     /// lock truncates it if none does).
-    func appendConcurrently(_ records: [JournalRecord]) throws {
+    func appendConcurrently(_ records: [JournalRecord]) throws -> [UInt64]? {
         precondition(sealedNext == nil, "appending to a sealed segment")
-        precondition(segment.header.numbersByPlace, "appending at once to a segment numbered by its records")
-        let mark = segment.header.tag
+        let header = segment.header
+        precondition(header.numbersByPlace, "appending at once to a segment numbered by its records")
         var writer = ByteWriter(capacity: 256)
-        for record in records { record.encode(mark: mark, into: &writer) }
+        var ends: [Int] = []
+        for record in records {
+            record.encode(mark: header.tag, into: &writer)
+            ends.append(writer.count)
+        }
         let current = segment
         let written = try writer.bytes.withUnsafeBytes { try current.file.writeOnce($0) }
         guard written == writer.count else {
             throw SystemError("write", errno: ENOSPC, path: JournalSegment.name(current.generation))
         }
+        // With O_APPEND the descriptor's offset is where this write ended (the caller keeps the
+        // process's other appenders out, and readers use pread).
+        guard try current.file.currentOffset() == offset + Int64(written) else { return nil }
+        let sequences = ends.map { header.sequence(ofRecordEndingAt: offset + Int64($0)) }
+        offset += Int64(written)
+        lastSequence = sequences.last ?? lastSequence
+        return sequences
     }
 }

@@ -202,7 +202,9 @@ if let milliseconds = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_RECE
     configuration.recencyInterval = .milliseconds(milliseconds)
 }
 if ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_SHARING"] == "group" { configuration.sharing = .group }
-if let mask = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_UMASK"].flatMap({ mode_t($0, radix: 8) }) { umask(mask) }
+if let mask = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_UMASK"].flatMap({ mode_t($0, radix: 8) }) {
+    umask(mask)
+}
 
 do {
     switch arguments[1] {
@@ -255,6 +257,18 @@ do {
                 try cache.put(key: key, data: body(key: key, writer: 0, version: version, size: size))
             }
         }
+
+    case "puts":
+        // WORKER COUNT KEYS SEED: COUNT puts over KEYS keys, packed and blob-sized bodies mixed.
+        let worker = Int(arguments[3])!, count = Int(arguments[4])!, keys = Int(arguments[5])!
+        var random = SplitMix64(seed: UInt64(arguments[6])!)
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        for version in 0..<count {
+            let key = keyName(Int.random(in: 0..<keys, using: &random))
+            let size = [100, 2000, 150_000].randomElement(using: &random)!
+            try cache.put(key: key, data: body(key: key, writer: worker, version: version, size: size))
+        }
+        print("puts=\(count)")
 
     case "put":
         let cache = try SharedCache(directory: directory, configuration: configuration)
@@ -409,7 +423,12 @@ do {
             // Key 1, removed below, is past the pack threshold: its removal unlinks a blob file.
             // Key 2 is packed but too big to be read with its record in one `pread`: a `preadv`.
             let size = [2000, 200_000, 8000, 2000][index]
-            line("put \(key) " + outcome { try cache.put(key: key, data: body(key: key, writer: 9, version: index, size: size)); return "ok" })
+            line(
+                "put \(key) "
+                    + outcome {
+                        try cache.put(key: key, data: body(key: key, writer: 9, version: index, size: size));
+                        return "ok"
+                    })
         }
         // Round after round: a region of a pack segment is read with `pread` at first, and
         // copied from the segment's mapping once read often.
@@ -420,9 +439,18 @@ do {
             }
         }
         line("remove \(keyName(1)) " + outcome { try cache.remove(key: keyName(1)) ? "ok" : "miss" })
-        line("checkpoint - " + outcome { try cache.checkpoint(); return "ok" })
+        line(
+            "checkpoint - "
+                + outcome {
+                    try cache.checkpoint(); return "ok"
+                })
         // Past the pack threshold: a blob file (the other small puts pack records).
-        line("put \(keyName(4)) " + outcome { try cache.put(key: keyName(4), data: body(key: keyName(4), writer: 9, version: 4, size: 200_000)); return "ok" })
+        line(
+            "put \(keyName(4)) "
+                + outcome {
+                    try cache.put(key: keyName(4), data: body(key: keyName(4), writer: 9, version: 4, size: 200_000));
+                    return "ok"
+                })
         #if DEBUG
         line("failpoint - \(Failpoint.hasFired ? "fired" : "idle")")
         #endif
@@ -442,7 +470,9 @@ do {
         request.setValue(ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_RANGE"], forHTTPHeaderField: "Range")
         let result = try await cache.fetch(request, transport: DelayedTransport())
         await cache.waitForBackgroundRevalidations()
-        print("source=\(result.source) status=\(result.status) bytes=\(result.data.count) sha=\(KeyHash(key: String(decoding: result.data, as: UTF8.self)))")
+        print(
+            "source=\(result.source) status=\(result.status) bytes=\(result.data.count) sha=\(KeyHash(key: String(decoding: result.data, as: UTF8.self)))"
+        )
 
     case "fetch-memory":
         // A fetch of a small URL first loads URLSession and libcurl; the peak resident memory
@@ -475,7 +505,9 @@ do {
         if arguments.count > 4, let startAt = Double(arguments[4]) { waitUntil(startAt) }
         let (data, response) = try await session.data(from: URL(string: arguments[3])!)
         let http = response as? HTTPURLResponse
-        print("status=\(http?.statusCode ?? 0) bytes=\(data.count) \(http?.value(forHTTPHeaderField: "Cache-Status") ?? "-")")
+        print(
+            "status=\(http?.statusCode ?? 0) bytes=\(data.count) \(http?.value(forHTTPHeaderField: "Cache-Status") ?? "-")"
+        )
 
     case "fetch-series":
         let cache = try SharedCache(directory: directory, configuration: configuration)
@@ -492,7 +524,8 @@ do {
         func openDescriptors() -> [String] {
             let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
             return names.map { name in
-                let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)")) ?? "?"
+                let target =
+                    (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)")) ?? "?"
                 return "\(name) -> \(target)"
             }.sorted()
         }
@@ -506,7 +539,8 @@ do {
             let heard = DispatchSemaphore(value: 0)
             let subscription = cache.onRemovals { batch in for _ in batch { heard.signal() } }
             for index in 0..<20 {
-                try cache.put(key: keyName(index), data: body(key: keyName(index), writer: 1, version: index, size: index * 5000))
+                try cache.put(
+                    key: keyName(index), data: body(key: keyName(index), writer: 1, version: index, size: index * 5000))
                 _ = try other.get(key: keyName(index))
             }
             for index in 0..<5 { try other.remove(key: keyName(index)) }

@@ -33,7 +33,8 @@ struct CompactionTests {
         // The puts happen an hour ago, 10 ms apart, by this process's clock; the other
         // process's reads happen now, by the system's.
         let clock = TestClock(startingAt: Clock.nowMilliseconds() - 3_600_000)
-        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace.judgingTime(by: clock))
+        let cache = try SharedCache(
+            directory: directory("cache"), configuration: Self.quickGrace.judgingTime(by: clock))
         for index in 0..<10 {
             try cache.put(key: "k\(index)", data: Data(count: 1000))
             clock.advance(by: .milliseconds(10))
@@ -67,7 +68,8 @@ struct CompactionTests {
         configuration.journalRetention = .seconds(60)
         let cache = try SharedCache(directory: directory("cache"), configuration: configuration.withBlobFiles)
         for index in 0..<6 {
-            try cache.put(key: "gone \(index)", data: Data(count: 100), metadata: EntryMetadata(expiry: .at(.distantPast)))
+            try cache.put(
+                key: "gone \(index)", data: Data(count: 100), metadata: EntryMetadata(expiry: .at(.distantPast)))
         }
         let compactor = try Compactor(cache: cache)
         let first = try compactor.pass(CompactionOptions())
@@ -113,7 +115,8 @@ struct CompactionTests {
     @Test func theCompactorExpiresByTheConfiguredClock() throws {
         let directory = try TemporaryDirectory()
         let clock = TestClock()
-        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace.judgingTime(by: clock))
+        let cache = try SharedCache(
+            directory: directory("cache"), configuration: Self.quickGrace.judgingTime(by: clock))
         try cache.put(key: "hour", data: Data(count: 100), metadata: EntryMetadata(expiry: .after(.seconds(3600))))
         try cache.put(key: "day", data: Data(count: 100), metadata: EntryMetadata(expiry: .after(.seconds(86400))))
         #expect(try cache.compact().expiredCount == 0)

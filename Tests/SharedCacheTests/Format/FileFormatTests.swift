@@ -9,7 +9,8 @@ struct FileFormatTests {
         for number in 0..<count {
             index.insert(
                 IndexEntry(
-                    location: BodyLocation(blobID: UInt64(number + 1)), bodySize: UInt64(number * 10), storedAt: Int64(number),
+                    location: BodyLocation(blobID: UInt64(number + 1)), bodySize: UInt64(number * 10),
+                    storedAt: Int64(number),
                     expiresAt: number.isMultiple(of: 2) ? .max : Int64(number + 100), lastAccess: Int64(number + 5)),
                 for: KeyHash(key: "key \(number)"))
         }
@@ -96,7 +97,8 @@ struct FileFormatTests {
         #expect(header.major == 1 && header.lastSequence == 9)
         #expect(
             decoded[KeyHash(key: "a")]
-                == IndexEntry(location: BodyLocation(blobID: 0x42), bodySize: 10, storedAt: 1, expiresAt: .max, lastAccess: 3))
+                == IndexEntry(
+                    location: BodyLocation(blobID: 0x42), bodySize: 10, storedAt: 1, expiresAt: .max, lastAccess: 3))
     }
 
     @Test func newerManifestMajorVersionIsRefused() {

@@ -32,9 +32,11 @@ struct JournalDamageTests {
                 #expect(resumption?.offset == end - start, "byte \(position) bit \(bit)")
                 #expect(resumption?.sequence == sequences[2], "byte \(position) bit \(bit)")
                 let placeholders = try #require(
-                    JournalRecord.placeholders(in: header, after: sequences[0], resumingAt: sequences[2], size: end - start),
+                    JournalRecord.placeholders(
+                        in: header, after: sequences[0], resumingAt: sequences[2], size: end - start),
                     "byte \(position) bit \(bit)")
-                let (decoded, stop) = Records.decodeAll(Array(bytes[..<start]) + placeholders + bytes[end...], in: header)
+                let (decoded, stop) = Records.decodeAll(
+                    Array(bytes[..<start]) + placeholders + bytes[end...], in: header)
                 #expect(stop == nil)
                 #expect(decoded.map(\.1) == sequences)
                 #expect(decoded.map(\.0) == [Self.records[0], .lost, Self.records[2], Self.records[3]])
@@ -103,7 +105,8 @@ struct JournalDamageTests {
         key.append(bytes: Array("the rest of the key".utf8))
         let damagedRecord = JournalRecord.stored(
             StoredRecord(
-                hash: KeyHash(key: "k"), location: Records.packed, bodySize: 1, storedAt: 1, expiresAt: 2, key: key.bytes,
+                hash: KeyHash(key: "k"), location: Records.packed, bodySize: 1, storedAt: 1, expiresAt: 2,
+                key: key.bytes,
                 etag: []))
         var bytes = Records.encode([damagedRecord, Self.records[2]], in: header)
         bytes[0] ^= 0xFF
@@ -125,7 +128,9 @@ struct JournalDamageTests {
         for cut in (start + 1)..<bytes.count {
             let tail = Array(bytes[start..<cut])
             let base = Int64(SegmentHeader.size + start)
-            #expect(tail.withUnsafeBytes { JournalRecord.resumption(in: $0, after: applied, header: header, base: base) } == nil)
+            #expect(
+                tail.withUnsafeBytes { JournalRecord.resumption(in: $0, after: applied, header: header, base: base) }
+                    == nil)
         }
     }
 
@@ -163,7 +168,8 @@ struct JournalDamageTests {
         #expect(JournalRecord.placeholders(in: header, after: 5, resumingAt: 900, size: 16) == nil)
         let frame = JournalRecord.frameHeaderSize + JournalRecord.maximumPayloadSize
         for size in [17, 18, 60, frame, frame + 1, frame + 16, frame + 17, frame + 18, 2 * frame + 40] {
-            let bytes = try #require(JournalRecord.placeholders(in: header, after: 5, resumingAt: 900, size: size), "\(size)")
+            let bytes = try #require(
+                JournalRecord.placeholders(in: header, after: 5, resumingAt: 900, size: size), "\(size)")
             #expect(bytes.count == size)
             let (decoded, stop) = Records.decodeAll(bytes, in: header)
             #expect(stop == nil, "\(size)")
@@ -205,10 +211,14 @@ struct JournalDamageTests {
     @Test func aVersionThreeHeaderIsReconstructedWithTheManifestsNumber() throws {
         let header = SegmentHeader(generation: 5, firstSequence: 700, salt: 0x1357_9BDF)
         let bytes = Records.encode(Self.records, in: header)
-        #expect(bytes.withUnsafeBytes { SegmentHeader.reconstructed(generation: 5, records: $0, firstSequence: 700) } == header)
+        #expect(
+            bytes.withUnsafeBytes { SegmentHeader.reconstructed(generation: 5, records: $0, firstSequence: 700) }
+                == header)
         #expect(bytes.withUnsafeBytes { SegmentHeader.reconstructed(generation: 5, records: $0) } == nil)
         // Records of another generation's segment, put here by hand, are not read as this one's.
-        let elsewhere = bytes.withUnsafeBytes { SegmentHeader.reconstructed(generation: 6, records: $0, firstSequence: 700) }
+        let elsewhere = bytes.withUnsafeBytes {
+            SegmentHeader.reconstructed(generation: 6, records: $0, firstSequence: 700)
+        }
         #expect(elsewhere?.numbersByPlace != true)
     }
 }

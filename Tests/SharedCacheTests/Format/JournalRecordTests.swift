@@ -9,16 +9,21 @@ struct JournalRecordTests {
     static let records: [JournalRecord] = [
         .stored(
             StoredRecord(
-                hash: hash, location: BodyLocation(blobID: 0xABCDEF), bodySize: 1234, storedAt: 1_700_000_000_000, expiresAt: .max,
+                hash: hash, location: BodyLocation(blobID: 0xABCDEF), bodySize: 1234, storedAt: 1_700_000_000_000,
+                expiresAt: .max,
                 key: Array("k".utf8), etag: Array("\"v1\"".utf8))),
-        .removed(RemovedRecord(hash: hash, location: BodyLocation(blobID: 0xABCDEF), reason: .expired, remover: remover)),
+        .removed(
+            RemovedRecord(hash: hash, location: BodyLocation(blobID: 0xABCDEF), reason: .expired, remover: remover)),
         .cleared(remover),
         .accessed(AccessedRecord(hash: hash, location: BodyLocation(blobID: 0xABCDEF), accessedAt: 1_700_000_000_500)),
-        .freshened(FreshenedRecord(hash: hash, location: BodyLocation(blobID: 0xABCDEF), storedAt: 1_700_000_001_000, expiresAt: .max)),
+        .freshened(
+            FreshenedRecord(
+                hash: hash, location: BodyLocation(blobID: 0xABCDEF), storedAt: 1_700_000_001_000, expiresAt: .max)),
         .sealed(nextGeneration: 7),
         .stored(
             StoredRecord(
-                hash: hash, location: packed, bodySize: 1000, storedAt: 1, expiresAt: 2, key: Array("k".utf8), etag: [])),
+                hash: hash, location: packed, bodySize: 1000, storedAt: 1, expiresAt: 2, key: Array("k".utf8), etag: [])
+        ),
         .moved(MovedRecord(hash: hash, from: packed, to: BodyLocation(pack: 0x9999, position: 32, length: 1100))),
         .retired(pack: 0x1234_5678_9ABC_DEF0),
         .lost,
@@ -55,7 +60,9 @@ struct JournalRecordTests {
     }
 
     /// Decodes frames until one is not a whole valid record; returns what was decoded and why it stopped.
-    static func decodeAll(_ bytes: [UInt8], in header: SegmentHeader = segment) -> ([(JournalRecord, UInt64)], DecodedFrame?) {
+    static func decodeAll(_ bytes: [UInt8], in header: SegmentHeader = segment) -> (
+        [(JournalRecord, UInt64)], DecodedFrame?
+    ) {
         bytes.withUnsafeBytes { raw in
             var offset = 0
             var decoded: [(JournalRecord, UInt64)] = []
@@ -84,7 +91,9 @@ struct JournalRecordTests {
         let header = SegmentHeader(generation: 5, firstSequence: 1000)
         let bytes = Self.encode(Array(Self.records.prefix(3)), in: header)
         let sizes = Self.records.prefix(3).map { Self.encode([$0], in: header).count }
-        #expect(Self.decodeAll(bytes, in: header).0.map(\.1) == [999 + sizes[0], 999 + sizes[0] + sizes[1], 999 + bytes.count].map(UInt64.init))
+        #expect(
+            Self.decodeAll(bytes, in: header).0.map(\.1)
+                == [999 + sizes[0], 999 + sizes[0] + sizes[1], 999 + bytes.count].map(UInt64.init))
         // The same bytes further into the segment: numbered by where they lie.
         let later = bytes.withUnsafeBytes { JournalRecord.decodeFrame($0, at: 0, in: header, base: 132) }
         #expect(later == .record(Self.records[0], sequence: UInt64(1000 + 100 + sizes[0] - 1), size: sizes[0]))
@@ -158,8 +167,10 @@ struct JournalRecordTests {
 
     @Test func unknownRemovalReasonIsCorrupt() {
         var writer = ByteWriter()
-        JournalRecord.removed(RemovedRecord(hash: Self.hash, location: BodyLocation(blobID: 1), reason: .manual, remover: Self.remover))
-            .encode(mark: Self.segment.tag, into: &writer)
+        JournalRecord.removed(
+            RemovedRecord(hash: Self.hash, location: BodyLocation(blobID: 1), reason: .manual, remover: Self.remover)
+        )
+        .encode(mark: Self.segment.tag, into: &writer)
         var bytes = writer.bytes
         // The reason byte follows the 17-byte frame header, the hash and the location; re-checksum.
         bytes[17 + 32 + BodyLocation.encodedSize] = 99
@@ -189,10 +200,12 @@ struct JournalRecordTests {
         #expect(
             frame
                 == .record(
-                    .accessed(AccessedRecord(hash: Self.hash, location: BodyLocation(blobID: 0xABCDEF), accessedAt: 77)),
+                    .accessed(
+                        AccessedRecord(hash: Self.hash, location: BodyLocation(blobID: 0xABCDEF), accessedAt: 77)),
                     sequence: 5, size: bytes.count))
         // Read as version 2, the same bytes are too short for a 20-byte location.
-        guard case .corrupt = bytes.withUnsafeBytes({ JournalRecord.decodeFrame($0, at: 0, in: Self.versionTwo) }) else {
+        guard case .corrupt = bytes.withUnsafeBytes({ JournalRecord.decodeFrame($0, at: 0, in: Self.versionTwo) })
+        else {
             Issue.record("a version 1 record decoded as version 2")
             return
         }

@@ -55,6 +55,40 @@ struct SubscriptionProcessTests {
         return result + run.sorted().map { "\($0) cleared" }
     }
 
+    /// 4 processes putting over the same 6 keys at once (their journal appends land at the same
+    /// moment): every put but the first of each key supersedes exactly one version, which a
+    /// subscriber hears of once, in journal order, and whose blob is unlinked.
+    @Test func concurrentPutsEachSupersedeOneVersionHeardOnce() async throws {
+        let directory = try TemporaryDirectory()
+        let cache = directory("cache")
+        let owner = try SharedCache(directory: cache)
+        let subscriber = try Worker.start(["subscribe", cache, "polling", "20"])
+        defer { if subscriber.isRunning { subscriber.signal(SIGKILL) } }
+        #expect(await subscriber.nextLine(within: .seconds(60)) == "ready")
+        let putters = try (1...4).map { worker in
+            try Worker.start(["puts", cache, "\(worker)", "300", "6", "\(worker * 104_729)"])
+        }
+        for putter in putters {
+            let result = await Worker.Result(finishing: putter)
+            #expect(result.status == 0, "\(result.errors)")
+        }
+        try owner.put(key: "__end__", data: Data("end".utf8))
+        #expect(try owner.remove(key: "__end__"))
+        let lines = try #require(subscriber.output?.rest(within: .seconds(60)), "the subscriber did not finish")
+        #expect(await subscriber.wait() == .exited(0))
+        let events = lines.compactMap(Event.init)
+
+        let keys = try owner.entries().count
+        #expect(keys == 6)
+        #expect(events.filter { $0.reason == "superseded" }.count == 4 * 300 - keys)
+        #expect(events.filter { $0.reason != "superseded" }.map(\.reason) == ["manual"])
+        let sequences = events.compactMap(\.sequence)
+        #expect(sequences.count == events.count)
+        #expect(zip(sequences, sequences.dropFirst()).allSatisfy { $0 < $1 })
+        #expect(try blobFiles(in: cache).count <= keys)
+        #expect(try owner.verify().problems.isEmpty)
+    }
+
     /// 3 subscriber processes and a remover process: every removal (remove, clear, superseding
     /// put) reaches every subscriber exactly once and in order, across at least 3 segment
     /// rotations; a subscriber stopped with SIGSTOP while the segments it needed were retired
@@ -147,7 +181,9 @@ struct SubscriptionProcessTests {
         // The one that was stopped: no removal twice, a resynchronisation, and every entry it
         // knew at the pause that was gone by the resume is reported after the pause.
         let (events, resynchronizations) = results[2]
-        #expect(resynchronizations >= 1, "\(events.map { "\($0.sequence.map(String.init) ?? "-") \($0.hash.prefix(8)) \($0.reason)" })")
+        #expect(
+            resynchronizations >= 1,
+            "\(events.map { "\($0.sequence.map(String.init) ?? "-") \($0.hash.prefix(8)) \($0.reason)" })")
         let journaled = events.compactMap { event in event.sequence.map { "\($0) \(event.hash)" } }
         #expect(Set(journaled).count == journaled.count)
         let reportedGone = Set(events.map(\.hash))

@@ -87,7 +87,8 @@ struct PackSegmentTests {
             keyHash: KeyHash(key: "k"), key: Array("k".utf8), etag: [], lastModified: [], attributes: [])
         let headerBytes = header.encoded()
         let length = UInt32(PackRecord.length(headerSize: headerBytes.count, bodySize: 3))
-        let record = PackRecord.prefix(pack: 7, position: 32, length: length, header: headerBytes) + headerBytes
+        let record =
+            PackRecord.prefix(pack: 7, position: 32, length: length, header: headerBytes) + headerBytes
             + Array("abc".utf8)
         try record.withUnsafeBytes { bytes in
             let decoded = try PackRecord.decode(bytes, at: BodyLocation(pack: 7, position: 32, length: length))
@@ -154,7 +155,9 @@ struct PackSegmentTests {
         let reader = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
         do {
             // Three writers at once, so three segments; closed, each segment is finished.
-            let writers = try (0..<3).map { _ in try SharedCache(directory: directory("cache"), configuration: Self.diskOnly) }
+            let writers = try (0..<3).map { _ in
+                try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+            }
             for (index, writer) in writers.enumerated() { try writer.put(key: "k\(index)", data: Self.body(index)) }
         }
         let segments = try packSegments(in: directory("cache"))
@@ -285,7 +288,8 @@ struct FormatUpgradeTests {
     static func directory(_ fixture: Fixture, in directory: TemporaryDirectory) throws -> String {
         let archive = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Fixtures/\(fixture.rawValue).tar.gz").path
-        let tar = try ChildProcess.run(URL(fileURLWithPath: "/bin/tar"), arguments: ["-xzf", archive, "-C", directory.path])
+        let tar = try ChildProcess.run(
+            URL(fileURLWithPath: "/bin/tar"), arguments: ["-xzf", archive, "-C", directory.path])
         #expect(tar.termination == .exited(0), "\(tar.output)")
         return directory(fixture.rawValue)
     }
