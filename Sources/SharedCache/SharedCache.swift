@@ -75,8 +75,9 @@ public final class SharedCache: Sendable {
     /// Stores `data` under `key`, replacing any earlier entry for the key.
     ///
     /// The body is written whole before it is journaled, so no process ever reads a partial
-    /// body. The replaced entry is journaled as `superseded` and its body reclaimed; readers
-    /// that already opened it keep reading the old body.
+    /// body. The replaced entry is removed as `superseded` (every process learns it from this
+    /// put's journal record) and its body reclaimed; readers that already opened it keep
+    /// reading the old body.
     ///
     /// - Returns: the stored entry's metadata.
     /// - Throws: `.invalidArgument` for a key over 64 KiB or a validator over 65,535 bytes;

@@ -7,6 +7,7 @@ extension FormatError: CustomStringConvertible {
         case .unsupportedVersion(let major): "it is format version \(major), newer than this SharedCache reads"
         case .checksumMismatch: "its checksum does not match its contents"
         case .invalidField(let detail): "invalid \(detail)"
+        case .foreignRecord: "it does not carry its journal segment's tag"
         }
     }
 }

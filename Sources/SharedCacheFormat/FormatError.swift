@@ -11,4 +11,7 @@ package enum FormatError: Error, Equatable, Sendable {
     case checksumMismatch
     /// A field holds a value the format does not allow.
     case invalidField(String)
+    /// A journal frame whose checksum holds but that does not carry its segment's tag: bytes of
+    /// a key, or of another segment (version 3).
+    case foreignRecord
 }

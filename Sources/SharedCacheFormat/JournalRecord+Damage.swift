@@ -117,7 +117,8 @@ extension SegmentHeader {
     /// (`firstSequence`: one past the manifest's, when the manifest names the segment), or the
     /// header cannot be worked out. Otherwise the first record carries the first sequence
     /// number, and the version is the one before 3 in which more of the records decode (a
-    /// version-1 location is shorter).
+    /// version-1 location is shorter); a number of 2^32 or more is taken for a version 3 tag of
+    /// another generation, not read as one.
     package static func reconstructed(
         generation: UInt64, records: UnsafeRawBufferPointer, firstSequence: UInt64? = nil
     ) -> SegmentHeader? {
@@ -131,6 +132,7 @@ extension SegmentHeader {
             guard case .record = JournalRecord.decodeFrame(records, at: 0, in: header) else { return nil }
             return header
         }
+        guard mark >> 32 == 0 else { return nil }
         var best: (header: SegmentHeader, decoded: Int)?
         for major in stride(from: UInt16(2), through: 1, by: -1) {
             var offset = 0, decoded = 0

@@ -232,8 +232,7 @@ package struct SegmentHeader: Equatable, Sendable {
     package var salt: UInt32
 
     package init(
-        generation: UInt64, firstSequence: UInt64, major: UInt16 = FormatVersion.current.major,
-        salt: UInt32 = UInt32.random(in: 1...UInt32.max)
+        generation: UInt64, firstSequence: UInt64, major: UInt16 = FormatVersion.current.major, salt: UInt32 = 0
     ) {
         self.generation = generation
         self.firstSequence = firstSequence
@@ -383,7 +382,7 @@ extension JournalRecord {
             let mark: UInt64 = try reader.read()
             let sequence: UInt64
             if header.numbersByPlace {
-                guard mark == header.tag else { return .corrupt(.invalidField("segment tag")) }
+                guard mark == header.tag else { return .corrupt(.foreignRecord) }
                 sequence = header.sequence(ofRecordEndingAt: base + Int64(offset + frameHeaderSize + length))
             } else {
                 sequence = mark
@@ -409,7 +408,7 @@ extension JournalRecord {
             let expiresAt: Int64 = try reader.read()
             let key = Array(try reader.readBytes(Int(try reader.read(UInt32.self))))
             let etag = Array(try reader.readBytes(Int(try reader.read(UInt16.self))))
-            let writer = reader.remaining > 0 ? try Remover(&reader) : nil
+            let writer = major >= 3 && reader.remaining > 0 ? try Remover(&reader) : nil
             return .stored(
                 StoredRecord(
                     hash: hash, location: location, bodySize: bodySize, storedAt: storedAt, expiresAt: expiresAt,

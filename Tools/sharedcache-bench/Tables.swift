@@ -219,8 +219,10 @@ func printMixed(_ runs: MixedRuns) {
         "SharedCache with \(cores) processes, one per core (4× the operations each)", runs.sharedCacheOnePerCore, "")
     mixedLine(
         "a put's system calls alone (pwrite of the record; flock, statx, O_APPEND write of the journal record, flock), "
-            + "the journal locked exclusively, as SharedCache does", runs.putCallsExclusive, "")
-    mixedLine("the same, the journal locked shared: no put waits for another", runs.putCallsShared, "")
+            + "the journal locked exclusively, as SharedCache's puts did before format 3.0", runs.putCallsExclusive, "")
+    mixedLine(
+        "the same, the journal locked shared, as SharedCache's puts are: no put waits for another",
+        runs.putCallsShared, "")
 }
 
 /// Cost per operation, open time and memory as the directory grows; instructions per operation.

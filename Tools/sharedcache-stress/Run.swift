@@ -192,11 +192,12 @@ func runStress(_ options: Options) async throws -> Int32 {
     var violations = report.violations
     // A writer killed while writing its blob leaves its temporary file (unlocked now that it is
     // dead, so verify reports it); one killed after renaming the blob into place and before
-    // journaling it leaves a blob nobody knows. Neither is a put, so neither is wrong, and the
-    // compactor sweeps both. At most one per killed client; anything else verify finds is a
-    // violation.
+    // journaling it leaves a blob nobody knows; one killed in the middle of its journal write
+    // leaves a record cut short, which others append after and every process reads past.
+    // None is a put, so none is wrong, and the compactor sweeps the files. At most one per
+    // killed client; anything else verify finds is a violation.
     let killedClients = children.filter { $0.kind == .client && $0.killed }.count
-    let leftoverKinds: Set<VerificationReport.Problem.Kind> = [.orphanBlob, .staleTemporaryFile]
+    let leftoverKinds: Set<VerificationReport.Problem.Kind> = [.orphanBlob, .staleTemporaryFile, .damagedJournal]
     let leftovers = verification.problems.filter { leftoverKinds.contains($0.kind) }
     if leftovers.count > killedClients {
         violations += leftovers.map { "verify: \($0) (more leftovers than killed writers)" }

@@ -116,9 +116,11 @@ package final class Compactor: Sendable {
     }
 
     /// Takes on the unlink of every blob whose removal the journal records, whoever journaled
-    /// it: a process killed between journaling a removal and unlinking its blob (a superseding
-    /// put, a remove, a previous compactor's evictions) leaves the blob behind otherwise, until
-    /// the orphan sweep finds it ``orphanAge`` later. Unlinking a blob that is already gone does
+    /// it: a process killed between journaling a removal and unlinking its blob (a remove, a
+    /// previous compactor's evictions, a superseding put of format version 2) leaves the blob
+    /// behind otherwise, until the orphan sweep finds it ``orphanAge`` later. (A version 3 put
+    /// journals no removal: the blob it replaced, if its process died before unlinking it, is
+    /// the orphan sweep's.) Unlinking a blob that is already gone does
     /// nothing, and a removed version never comes back (blob IDs are never reused), so this is
     /// safe. Starts at the oldest segment kept, then follows the journal pass by pass.
     private func adoptJournaledRemovals() throws(SharedCacheError) {

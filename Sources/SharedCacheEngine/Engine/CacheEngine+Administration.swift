@@ -41,6 +41,8 @@ package struct JournalLine: Sendable, Codable {
     package var expiresAt: Date?
     package var reason: String?
     package var remover: String?
+    /// The process that stored it (a `stored` record of format version 3).
+    package var writer: String?
     package var accessedAt: Date?
     package var nextGeneration: UInt64?
     /// The pack segment a `retired` record names, in hex.
@@ -52,7 +54,7 @@ package struct JournalLine: Sendable, Codable {
         if let hash { fields.append(String(hash.prefix(16))) }
         if let size { fields.append("\(size)B") }
         if let reason { fields.append(reason) }
-        if let remover { fields.append("by \(remover)") }
+        if let by = remover ?? writer { fields.append("by \(by)") }
         if let nextGeneration { fields.append("next \(nextGeneration)") }
         if let pack { fields.append("pack \(pack)") }
         if let key { fields.append(key) }
@@ -73,6 +75,7 @@ package struct JournalLine: Sendable, Codable {
             size = stored.bodySize
             etag = stored.etag.isEmpty ? nil : String(decoding: stored.etag, as: UTF8.self)
             expiresAt = date(stored.expiresAt)
+            writer = stored.writer?.description
         case .removed(let removed):
             type = "removed"
             hash = removed.hash.hex

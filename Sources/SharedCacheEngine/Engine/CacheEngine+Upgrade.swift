@@ -2,16 +2,16 @@ import SharedCacheFormat
 import SharedCachePlatform
 
 extension CacheEngine {
-    /// Upgrades a directory of format version 1 to the current version, in place: its blobs
-    /// stay where they are, readable as large entries, and small bodies stored from now on go
-    /// to pack segments.
+    /// Upgrades a directory of an older format version (1 or 2) to the current version, in
+    /// place: its blobs and pack segments stay where they are, readable as they were.
     ///
     /// Under the directory lock, in an order that keeps every step safe to interrupt and to
-    /// repeat: make `packs/`; seal the version 1 journal segment into a new segment of the
-    /// current version (a version 1 process that is still running then stops at it with an
-    /// error, rather than misreading it, and cannot rebuild the manifest over ours); write the
-    /// manifest in the current version; and last, the `format` file. Until that last write
-    /// the directory still says version 1, and the next opener of this version does the rest.
+    /// repeat: make `packs/` (a version 1 directory has none); seal the older journal segment
+    /// into a new segment of the current version (a process of the older version that is still
+    /// running then stops at it with an error, rather than misreading it, and cannot rebuild
+    /// the manifest over ours); write the manifest in the current version; and last, the
+    /// `format` file. Until that last write the directory still says the older version, and
+    /// the next opener of this version does the rest.
     func upgradeFormat() throws(SharedCacheError) {
         try directory.perform("upgrading \(path) to format version \(FormatVersion.current)") {
             try directoryLock.withExclusiveLock(timeout: configuration.lockTimeout) {

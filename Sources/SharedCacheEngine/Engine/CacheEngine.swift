@@ -25,6 +25,10 @@ package final class CacheEngine: Sendable {
     private let keepsBodiesInMemory: Bool
     private let lockTimeout: Duration
     package let isDurable: Bool
+    /// Whether puts append to the journal at once, under its shared lock: only on a local
+    /// filesystem, where `O_APPEND` lands each write whole after the one before (on a network
+    /// filesystem, two machines may write at the same offset).
+    let appendsConcurrently: Bool
 
     package let directory: CacheDirectory
     package let directoryLock: DirectoryLock
@@ -127,6 +131,7 @@ package final class CacheEngine: Sendable {
         self.counters = counters
         live.counters = counters
         live.trustsSharedJournalEnd = filesystem == .local
+        appendsConcurrently = filesystem == .local
         var statistics = Statistics(
             entryCount: 0, totalBytes: 0, sizeLimit: shared.sizeLimit, journalGeneration: 0, journalSequence: 0)
         statistics.rebuiltOnOpen = rebuilt
@@ -191,7 +196,7 @@ package final class CacheEngine: Sendable {
         guard now - entry.lastAccess >= interval else { return }
         // Best effort: a failure here must not turn a hit into an error.
         // Shared: an access applies only to the version it names, and a second one is harmless.
-        _ = try? commit(concurrently: true) { index -> ([JournalRecord], Void) in
+        _ = try? commit(concurrently: appendsConcurrently) { index -> ([JournalRecord], Void) in
             guard let current = index[hash], current.location == entry.location, now - current.lastAccess >= interval
             else { return ([], ()) }
             return ([.accessed(AccessedRecord(hash: hash, location: entry.location, accessedAt: now))], ())
@@ -280,8 +285,8 @@ package final class CacheEngine: Sendable {
     /// Stores a new version of `key` with the given times; returns it and its location.
     ///
     /// The body is written first and journaled only once complete, so no process ever reads a
-    /// partial body. The replaced entry is journaled as `superseded` and its body reclaimed;
-    /// readers that already opened it keep reading the old body.
+    /// partial body. The replaced entry is removed as `superseded` where the journal record is
+    /// applied, and its body reclaimed; readers that already opened it keep reading the old body.
     ///
     /// - Throws: `.invalidArgument` for a key over 64 KiB or a validator over 65,535 bytes;
     ///   `.noSpace` on a full disk (nothing is stored, nothing else is lost).
@@ -333,15 +338,16 @@ package final class CacheEngine: Sendable {
     /// (whose body is then reclaimed). If the journal refuses it, the body is reclaimed: no
     /// process can know it.
     ///
-    /// Appended under the shared append lock: puts of other processes land at the same moment,
-    /// and the version this one replaces is the one before it in the journal.
+    /// Appended under the shared append lock (on a local filesystem): puts of other processes
+    /// land at the same moment, and the version this one replaces is the one before it in the
+    /// journal.
     package func commitStored(_ header: BlobHeader, at location: BodyLocation) throws {
         let stored = StoredRecord(
             hash: header.keyHash, location: location, bodySize: header.bodySize, storedAt: header.storedAt,
             expiresAt: header.expiresAt, key: header.key, etag: header.etag, writer: .current)
         let replaced: [BodyLocation]
         do {
-            replaced = try withAppendLock(shared: true) { live in
+            replaced = try withAppendLock(shared: appendsConcurrently) { live in
                 let appended = try live.append { _ in ([.stored(stored)], ()) }
                 return (appended.replaced, appended.segment)
             }

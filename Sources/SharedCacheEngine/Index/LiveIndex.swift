@@ -63,9 +63,9 @@ package final class LiveIndex {
     /// The segment whose append lock the owner holds, and whether shared, until ``append(_:)``
     /// has written its records (see ``withAppendLock(timeout:durable:shared:repairing:access:_:)``).
     @exclusivity(unchecked) private var heldAppendLock: (segment: JournalSegment, shared: Bool)?
-    /// Where this process's stored records appended under a shared lock put their bodies, until
+    /// The sequence numbers of this process's stored records appended under a shared lock, until
     /// reading them back applies them; and the versions they replaced then.
-    @exclusivity(unchecked) private var storesBeingReadBack: [BodyLocation] = []
+    @exclusivity(unchecked) private var storesBeingReadBack: Set<UInt64> = []
     @exclusivity(unchecked) private var replacedByStoresReadBack: [BodyLocation] = []
 
     private init(directory: CacheDirectory, index: Index, cursor: JournalCursor) {
@@ -270,10 +270,7 @@ package final class LiveIndex {
                     hash: stored.hash, key: String(decoding: stored.key, as: UTF8.self), reason: .superseded,
                     remover: stored.writer, sequence: sequence))
         }
-        if let own = storesBeingReadBack.firstIndex(of: stored.location) {
-            storesBeingReadBack.remove(at: own)
-            replacedByStoresReadBack.append(replaced)
-        }
+        if storesBeingReadBack.remove(sequence) != nil { replacedByStoresReadBack.append(replaced) }
         return replaced
     }
 
@@ -388,11 +385,13 @@ package final class LiveIndex {
             try live.refresh()
             return .lock(live.cursor.segment)
         }
-        var exclusively = !shared
+        // A segment whose seal has no next segment yet, which only an exclusive holder makes.
+        var needsExclusive: JournalSegment?
         while case .lock(let segment) = step {
             // A segment of an older version is only ever sealed: its appenders knew nothing of
             // sharing.
-            let kind: LockKind = !exclusively && segment.header.numbersByPlace ? .shared : .exclusive
+            let kind: LockKind =
+                shared && segment.header.numbersByPlace && needsExclusive !== segment ? .shared : .exclusive
             guard try segment.file.lock(kind, timeout: timeout) else {
                 throw appendLockTimeout(segment, timeout: timeout)
             }
@@ -417,7 +416,7 @@ package final class LiveIndex {
                 if live.cursor.segment !== segment { return .lock(live.cursor.segment) }
                 // Its checkpoint died before making the next segment: make it, exclusively.
                 if kind == .shared, live.cursor.isAtSealWithoutNextSegment {
-                    exclusively = true
+                    needsExclusive = segment
                     return .lock(segment)
                 }
                 return .done(try body(live))
@@ -465,33 +464,46 @@ package final class LiveIndex {
             preconditionFailure("appending without the append lock")
         }
         var replaced: [BodyLocation] = []
-        let sequences =
-            held.shared ? try cursor.appendConcurrently(records) : try cursor.append(records, durable: false)
-        if let sequences {
-            publishJournalEnd()
+        if held.shared {
+            let landed = try cursor.appendConcurrently(records)
+            if let last = landed.sequences.last { counters?.raise(.journalSequence, to: last) }
             // Written: what other processes append from now on comes after these records.
             releaseAppendLock()
-            for (record, sequence) in zip(records, sequences) {
-                count(record)
-                if let location = apply(record, sequence: sequence) { replaced.append(location) }
+            if landed.landedAtPosition {
+                replaced = apply(records, numbered: landed.sequences)
+            } else {
+                // Others' records landed first: read them back with these, in journal order. The
+                // records are in the journal whatever happens now, so a failure to read is left
+                // to the next read (and the body they replaced to the orphan sweep).
+                storesBeingReadBack = Set(
+                    zip(records, landed.sequences).compactMap { if case .stored = $0 { $1 } else { nil } })
+                defer {
+                    storesBeingReadBack = []
+                    replacedByStoresReadBack = []
+                }
+                try? refresh(readingTheJournal: true)
+                replaced = replacedByStoresReadBack
+                records.forEach(count)
             }
         } else {
-            // Others' records landed first: read them back with these, in journal order.
-            releaseAppendLock()
-            storesBeingReadBack = records.compactMap {
-                if case .stored(let stored) = $0 { stored.location } else { nil }
-            }
-            defer { storesBeingReadBack = [] }
-            try refresh(readingTheJournal: true)
-            replaced = replacedByStoresReadBack
-            replacedByStoresReadBack = []
+            let sequences = try cursor.append(records, durable: false)
             publishJournalEnd()
-            records.forEach(count)
+            releaseAppendLock()
+            replaced = apply(records, numbered: sequences)
         }
         if segment.header.numbersByPlace, !replaced.isEmpty {
             counters?.addRemovals(.superseded, UInt64(replaced.count))
         }
         return Appended(decision: decision, segment: segment, replaced: replaced)
+    }
+
+    /// Counts and applies records this process appended, as they landed; returns the versions
+    /// their stored records replaced.
+    private func apply(_ records: [JournalRecord], numbered sequences: [UInt64]) -> [BodyLocation] {
+        zip(records, sequences).compactMap { record, sequence in
+            count(record)
+            return apply(record, sequence: sequence)
+        }
     }
 
     /// Seals the current segment, starts the next, and returns the index as of the seal; the

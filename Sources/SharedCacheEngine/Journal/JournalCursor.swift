@@ -321,18 +321,24 @@ package final class JournalCursor {
         return sequences
     }
 
+    /// Where records appended at once landed (see ``appendConcurrently(_:)``).
+    struct ConcurrentAppend {
+        /// Their sequence numbers; empty if the descriptor could not say where the write ended.
+        var sequences: [UInt64]
+        /// Whether they landed right at the position (the file ended there: no other process
+        /// appended since the cursor read to the end), which has then moved past them. If not,
+        /// records of others came first, and these are read back with them, in journal order.
+        var landedAtPosition: Bool
+    }
+
     /// Appends `records` with one `write(2)` at the end of a version 3 segment whose append lock
-    /// the caller holds shared, as other processes may at the same moment.
-    ///
-    /// - Returns: their sequence numbers, the position then past them, when they landed right
-    ///   at the position (the file ended there: no other process appended since the cursor read
-    ///   to the end); `nil` when records of others came first, and these must be read back with
-    ///   them (``advance(in:repairing:durable:apply:)``), in journal order.
+    /// the caller holds shared, as other processes may at the same moment. Throws only if the
+    /// write failed: once it is made, the records are in the journal.
     ///
     /// If the write is cut short (a full disk), the call throws; the partial record stays, and
     /// readers read past it as damage once a record follows it (the next exclusive holder of the
     /// lock truncates it if none does).
-    func appendConcurrently(_ records: [JournalRecord]) throws -> [UInt64]? {
+    func appendConcurrently(_ records: [JournalRecord]) throws -> ConcurrentAppend {
         precondition(sealedNext == nil, "appending to a sealed segment")
         let header = segment.header
         precondition(header.numbersByPlace, "appending at once to a segment numbered by its records")
@@ -349,10 +355,14 @@ package final class JournalCursor {
         }
         // With O_APPEND the descriptor's offset is where this write ended (the caller keeps the
         // process's other appenders out, and readers use pread).
-        guard try current.file.currentOffset() == offset + Int64(written) else { return nil }
-        let sequences = ends.map { header.sequence(ofRecordEndingAt: offset + Int64($0)) }
-        offset += Int64(written)
+        guard let end = try? current.file.currentOffset() else {
+            return ConcurrentAppend(sequences: [], landedAtPosition: false)
+        }
+        let start = end - Int64(written)
+        let sequences = ends.map { header.sequence(ofRecordEndingAt: start + Int64($0)) }
+        guard start == offset else { return ConcurrentAppend(sequences: sequences, landedAtPosition: false) }
+        offset = end
         lastSequence = sequences.last ?? lastSequence
-        return sequences
+        return ConcurrentAppend(sequences: sequences, landedAtPosition: true)
     }
 }

@@ -140,8 +140,8 @@ package final class JournalSegment {
         return true
     }
 
-    /// Creates a segment unless it already exists (another process may have created it first:
-    /// its header is then the one every process uses).
+    /// Creates a segment, with a salt of its own, unless it already exists (another process may
+    /// have created it first: its header, salt included, is then the one every process uses).
     ///
     /// The header is written to `tmp/`, flushed, and renamed into place without replacing, so
     /// a segment never exists without its whole header, even after a power loss. The flush is
@@ -153,7 +153,8 @@ package final class JournalSegment {
         _ generation: UInt64, firstSequence: UInt64, in directory: CacheDirectory, durable: Bool
     ) throws {
         let name = name(generation)
-        let bytes = SegmentHeader(generation: generation, firstSequence: firstSequence).encoded()
+        let salt = UInt32.random(in: 1...UInt32.max)
+        let bytes = SegmentHeader(generation: generation, firstSequence: firstSequence, salt: salt).encoded()
         do {
             try directory.publishNewFile(
                 purpose: "segment", durable: true,
@@ -162,7 +163,7 @@ package final class JournalSegment {
                     try directory.renameWithoutReplacing(temporary, to: name)
                 })
         } catch let error as SystemError {
-            // Another process created it first; its contents are the same.
+            // Another process created it first; every process uses its header.
             guard error.errno == EEXIST else { throw error }
             return
         }

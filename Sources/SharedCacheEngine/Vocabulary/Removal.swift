@@ -16,8 +16,10 @@ public struct Removal: Sendable, Hashable, CustomStringConvertible {
     public var reason: RemovalReason
     /// The process that removed it; `nil` when learned by resynchronising (reason `.unknown`).
     public var remover: Remover?
-    /// The journal sequence number of the removal record; `nil` when learned by resynchronising.
-    /// Removals from one `clear` share its record's number.
+    /// The journal sequence number of the record that removed it (a removal, a clear, or a put
+    /// that superseded it); `nil` when learned by resynchronising. Numbers increase along the
+    /// journal but skip (format version 3 numbers a record by its place). Removals from one
+    /// `clear` share its record's number.
     public var sequence: UInt64?
 
     public var description: String {

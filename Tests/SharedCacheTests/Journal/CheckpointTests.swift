@@ -124,10 +124,15 @@ struct CheckpointTests {
         let cache = try SharedCache(directory: directory("cache"))
         try cache.put(key: "a", data: Data("a".utf8))
         let segment = directory("cache/journal/0000000000000001")
-        let intact = try Data(contentsOf: URL(fileURLWithPath: segment))
+        // The first half of a record, as a process killed in the middle of its write leaves it.
+        let dying = JournalRecord.stored(
+            StoredRecord(
+                hash: KeyHash(key: "dying"), location: BodyLocation(blobID: 1), bodySize: 1, storedAt: 1,
+                expiresAt: .max, key: Array("dying".utf8), etag: []))
+        let frame = try SegmentFile.frame(dying, for: segment, sequence: 0)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
         try handle.seekToEnd()
-        try handle.write(contentsOf: intact.suffix(40).prefix(30))  // 30 bytes: half a record
+        try handle.write(contentsOf: frame.prefix(frame.count / 2))
         try handle.close()
 
         // A put appends after it (puts do not repair: they append at once), and every reader
@@ -144,6 +149,7 @@ struct CheckpointTests {
         let fresh = try SharedCache(directory: directory("cache"))
         #expect(try fresh.get(key: "a")?.data == Data("a".utf8))
         #expect(try fresh.get(key: "b")?.data == Data("b".utf8))
+        #expect(try fresh.get(key: "dying") == nil)
         #expect(try fresh.statistics().entryCount == 2)
         #expect(try fresh.verify().problems.isEmpty)
     }

@@ -73,7 +73,7 @@ struct BadInputTests {
         try Data("sharedcache 4.0\n".utf8).write(to: URL(fileURLWithPath: directory("cache/format")))
         #expect(errorCode { try SharedCache(directory: directory("cache")) } == "unsupportedFormat")
         // A newer minor version is compatible.
-        try Data("sharedcache 2.9\n".utf8).write(to: URL(fileURLWithPath: directory("cache/format")))
+        try Data("sharedcache 3.9\n".utf8).write(to: URL(fileURLWithPath: directory("cache/format")))
         #expect(try SharedCache(directory: directory("cache")).get(key: "k")?.data == Data("v".utf8))
     }
 
