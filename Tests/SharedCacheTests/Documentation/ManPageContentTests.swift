@@ -113,7 +113,7 @@ struct ManPageContentTests {
                     "\(pageName): \(command) did not finish within \(bound): a hang is a failure")
             }
             guard !shell.isRunning else { continue }
-            let printed = (shell.output?.rest(within: .seconds(1)) ?? []).joined(separator: "\n")
+            let printed = (await shell.output?.rest(within: .seconds(1)) ?? []).joined(separator: "\n")
             #expect(await shell.wait() == .exited(0), "\(pageName) example failed: \(command)\n\(printed)")
         }
     }

@@ -74,7 +74,8 @@ struct SubscriptionProcessTests {
         }
         try owner.put(key: "__end__", data: Data("end".utf8))
         #expect(try owner.remove(key: "__end__"))
-        let lines = try #require(subscriber.output?.rest(within: .seconds(60)), "the subscriber did not finish")
+        let lines = try #require(
+            await subscriber.output?.rest(within: .seconds(60)), "the subscriber did not finish")
         #expect(await subscriber.wait() == .exited(0))
         let events = lines.compactMap(Event.init)
 

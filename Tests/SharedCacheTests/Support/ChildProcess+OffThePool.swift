@@ -21,4 +21,9 @@ extension CapturedOutput {
     func nextLine(within timeout: Duration? = nil) async -> String? {
         await offThePool { self.nextLine(within: timeout) }
     }
+
+    /// ``rest(within:)`` for async tests.
+    func rest(within timeout: Duration? = nil) async -> [String]? {
+        await offThePool { self.rest(within: timeout) }
+    }
 }

@@ -177,7 +177,7 @@ struct SharedCachedTests {
         try await Task.sleep(for: .milliseconds(200))
         daemon.signal(SIGTERM)
         let evicted = Set(
-            (daemon.errors?.rest() ?? []).compactMap { line -> String? in
+            (await daemon.errors?.rest() ?? []).compactMap { line -> String? in
                 let fields = line.split(separator: " ")
                 return fields.count > 2 && fields[1] == "evicted" ? String(fields[2]) : nil
             })
@@ -185,7 +185,7 @@ struct SharedCachedTests {
         try cache.put(key: "__end__", data: Data())
         try cache.remove(key: "__end__")
         let heard = Set(
-            (subscriber.output?.rest() ?? []).compactMap { line -> String? in
+            (await subscriber.output?.rest() ?? []).compactMap { line -> String? in
                 let fields = line.split(separator: " ")
                 return fields.count == 3 && fields[2] == "size" ? String(fields[1]) : nil
             })
