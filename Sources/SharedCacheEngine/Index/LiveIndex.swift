@@ -466,7 +466,7 @@ package final class LiveIndex {
         var replaced: [BodyLocation] = []
         if held.shared {
             let landed = try cursor.appendConcurrently(records)
-            if let last = landed.sequences.last { counters?.raise(.journalSequence, to: last) }
+            if let last = landed.sequences.last { publishJournalEnd(through: last) }
             // Written: what other processes append from now on comes after these records.
             releaseAppendLock()
             if landed.landedAtPosition {
@@ -487,7 +487,7 @@ package final class LiveIndex {
             }
         } else {
             let sequences = try cursor.append(records, durable: false)
-            publishJournalEnd()
+            publishJournalEnd(through: cursor.lastSequence)
             releaseAppendLock()
             replaced = apply(records, numbered: sequences)
         }
@@ -514,7 +514,7 @@ package final class LiveIndex {
         // never keep segment G+1 (and what is appended to it) while losing the seal naming it,
         // or the next checkpoint would seal G again and find a G+1 that follows another seal.
         _ = try cursor.append([.sealed(nextGeneration: next)], durable: true)
-        publishJournalEnd()
+        publishJournalEnd(through: cursor.lastSequence)
         apply(.sealed(nextGeneration: next), sequence: cursor.lastSequence)
         try JournalSegment.create(next, firstSequence: cursor.lastSequence + 1, in: directory, durable: durable)
         let snapshot = index
@@ -533,9 +533,10 @@ package final class LiveIndex {
         heldAppendLock = nil
     }
 
-    /// Tells every process the journal now ends at least at this index's last record.
-    private func publishJournalEnd() {
-        counters?.raise(.journalSequence, to: cursor.lastSequence)
+    /// Tells every process the journal now ends at least at the record numbered `sequence`
+    /// (this index's last, unless records were appended at once and not yet read back).
+    private func publishJournalEnd(through sequence: UInt64) {
+        counters?.raise(.journalSequence, to: sequence)
     }
 
     private static func appendLockTimeout(_ segment: JournalSegment, timeout: Duration) -> SharedCacheError {

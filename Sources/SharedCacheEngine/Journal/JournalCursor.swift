@@ -296,28 +296,12 @@ package final class JournalCursor {
     /// disk), the partial bytes are truncated away and the call throws.
     func append(_ records: [JournalRecord], durable: Bool) throws -> [UInt64] {
         precondition(sealedNext == nil, "appending to a sealed segment")
-        let header = segment.header
-        var writer = ByteWriter(capacity: 256)
-        var sequences: [UInt64] = []
-        sequences.reserveCapacity(records.count)
-        for (index, record) in records.enumerated() {
-            let sequence = lastSequence + 1 + UInt64(index)
-            record.encode(mark: header.mark(forSequence: sequence), into: &writer)
-            sequences.append(
-                header.numbersByPlace ? header.sequence(ofRecordEndingAt: offset + Int64(writer.count)) : sequence)
-        }
-        let current = segment
-        let written = try writer.bytes.withUnsafeBytes { try current.file.writeOnce($0) }
-        guard written == writer.count else {
-            // A regular file takes fewer bytes than asked only when it cannot take more:
-            // the disk or quota is full (or a file size limit was hit).
-            try? current.file.truncate(to: offset)
-            throw SystemError("write", errno: ENOSPC, path: JournalSegment.name(current.generation))
-        }
-        offset += Int64(written)
+        let ends = try write(records) { try? segment.file.truncate(to: offset) }
+        let sequences = sequences(endingAt: ends, writtenAt: offset)
+        offset += Int64(ends.last ?? 0)
         lastSequence = sequences.last ?? lastSequence
         if case .sealed(let next) = records.last { sealedNext = next }
-        if durable { try current.file.synchronizeData() }
+        if durable { try segment.file.synchronizeData() }
         return sequences
     }
 
@@ -340,29 +324,50 @@ package final class JournalCursor {
     /// lock truncates it if none does).
     func appendConcurrently(_ records: [JournalRecord]) throws -> ConcurrentAppend {
         precondition(sealedNext == nil, "appending to a sealed segment")
+        precondition(segment.header.numbersByPlace, "appending at once to a segment numbered by its records")
+        let ends = try write(records)
+        // With O_APPEND the descriptor's offset is where this write ended (the caller keeps the
+        // process's other appenders out, and readers use pread).
+        guard let end = try? segment.file.currentOffset() else {
+            return ConcurrentAppend(sequences: [], landedAtPosition: false)
+        }
+        let start = end - Int64(ends.last ?? 0)
+        let sequences = sequences(endingAt: ends, writtenAt: start)
+        guard start == offset else { return ConcurrentAppend(sequences: sequences, landedAtPosition: false) }
+        offset = end
+        lastSequence = sequences.last ?? lastSequence
+        return ConcurrentAppend(sequences: sequences, landedAtPosition: true)
+    }
+
+    /// Frames `records` for the current segment (numbered on from the last one applied, where
+    /// records carry their numbers) and writes them with one `write(2)`; returns where each ends
+    /// in what was written. A write cut short throws, once `cutShort` has run.
+    private func write(_ records: [JournalRecord], cutShort: () -> Void = {}) throws -> [Int] {
         let header = segment.header
-        precondition(header.numbersByPlace, "appending at once to a segment numbered by its records")
         var writer = ByteWriter(capacity: 256)
         var ends: [Int] = []
-        for record in records {
-            record.encode(mark: header.tag, into: &writer)
+        for (index, record) in records.enumerated() {
+            record.encode(mark: header.mark(forSequence: lastSequence + 1 + UInt64(index)), into: &writer)
             ends.append(writer.count)
         }
         let current = segment
         let written = try writer.bytes.withUnsafeBytes { try current.file.writeOnce($0) }
         guard written == writer.count else {
+            // A regular file takes fewer bytes than asked only when it cannot take more:
+            // the disk or quota is full (or a file size limit was hit).
+            cutShort()
             throw SystemError("write", errno: ENOSPC, path: JournalSegment.name(current.generation))
         }
-        // With O_APPEND the descriptor's offset is where this write ended (the caller keeps the
-        // process's other appenders out, and readers use pread).
-        guard let end = try? current.file.currentOffset() else {
-            return ConcurrentAppend(sequences: [], landedAtPosition: false)
+        return ends
+    }
+
+    /// The sequence numbers of records written by ``write(_:cutShort:)`` at file offset `start`:
+    /// by their places in version 3, on from the last one applied before.
+    private func sequences(endingAt ends: [Int], writtenAt start: Int64) -> [UInt64] {
+        let header = segment.header
+        return ends.enumerated().map { index, end in
+            header.numbersByPlace
+                ? header.sequence(ofRecordEndingAt: start + Int64(end)) : lastSequence + 1 + UInt64(index)
         }
-        let start = end - Int64(written)
-        let sequences = ends.map { header.sequence(ofRecordEndingAt: start + Int64($0)) }
-        guard start == offset else { return ConcurrentAppend(sequences: sequences, landedAtPosition: false) }
-        offset = end
-        lastSequence = sequences.last ?? lastSequence
-        return ConcurrentAppend(sequences: sequences, landedAtPosition: true)
     }
 }

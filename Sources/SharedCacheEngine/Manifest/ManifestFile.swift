@@ -31,13 +31,8 @@ enum ManifestFile {
                 CacheDirectory.manifestFile, status, role: "its manifest",
                 advice: "open the cache again (the manifest is rebuilt from the blobs)")
         }
-        var headerBytes = [UInt8](repeating: 0, count: ManifestCoding.headerSize)
-        let headerCount = try headerBytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
         do {
-            guard headerCount == ManifestCoding.headerSize else { throw FormatError.truncated }
-            let header = try headerBytes.withUnsafeBytes { raw in
-                try ManifestCoding.decodeHeader(raw)
-            }
+            let header = try header(of: file)
             guard status.size == Int64(header.fileSize) else { throw FormatError.truncated }
 
             var index = Index()
@@ -80,10 +75,17 @@ enum ManifestFile {
         guard let file = try directory.openIfPresent(CacheDirectory.manifestFile, flags: O_RDONLY | O_NONBLOCK),
             try file.status().isRegularFile
         else { return nil }
+        do { return try header(of: file) } catch is FormatError { return nil }
+    }
+
+    /// The header at the start of the manifest open as `file`.
+    ///
+    /// - Throws: `FormatError` when it is cut short or does not decode.
+    private static func header(of file: borrowing FileDescriptor) throws -> ManifestCoding.Header {
         var bytes = [UInt8](repeating: 0, count: ManifestCoding.headerSize)
         let count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
-        guard count == bytes.count else { return nil }
-        return try? bytes.withUnsafeBytes { raw in try ManifestCoding.decodeHeader(raw) }
+        guard count == bytes.count else { throw FormatError.truncated }
+        return try bytes.withUnsafeBytes { raw in try ManifestCoding.decodeHeader(raw) }
     }
 
     /// Replaces the manifest, writing it in chunks; the caller holds the directory lock.
