@@ -24,35 +24,38 @@ struct Expectations {
     /// Every version of each key a put was begun for: the only bodies a get may return.
     var begun: [String: Set<Int>] = [:]
     var acknowledged: [String: Outcome] = [:]
-    /// The call begun and not acknowledged: the keys it touches (`nil`: any) and how.
-    var inFlight: (keys: Set<String>?, outcome: Outcome)?
+    /// Each writer's call begun and not acknowledged: the keys it touches (`nil`: any) and how.
+    var inFlight: [String: (keys: Set<String>?, outcome: Outcome)] = [:]
     var keys: Set<String> = []
 
-    /// Applies the workload's notes, in order.
+    /// Applies the workload's notes (`WRITER begin|ack OP …`), in order.
     mutating func read(_ note: String) {
         let words = note.split(separator: " ").map(String.init)
-        guard words.count >= 2 else { return }
-        let key = words.count > 2 ? words[2] : ""
-        switch (words[0], words[1]) {
+        guard words.count >= 3 else { return }
+        let writer = words[0]
+        let key = words.count > 3 ? words[3] : ""
+        switch (words[1], words[2]) {
         case ("begin", "put"):
-            let version = Int(words[3])!
+            let version = Int(words[4])!
             keys.insert(key)
             begun[key, default: []].insert(version)
-            inFlight = ([key], words.count > 4 ? .presentOrAbsent(version) : .present(version))
+            inFlight[writer] = ([key], words.count > 5 ? .presentOrAbsent(version) : .present(version))
         case ("begin", "remove"):
-            inFlight = ([key], .absent)
+            inFlight[writer] = ([key], .absent)
         case ("begin", "checkpoint"):
-            inFlight = ([], .absent)
+            inFlight[writer] = ([], .absent)
         case ("begin", "compact"):
-            inFlight = (nil, .absent)
+            inFlight[writer] = (nil, .absent)
         case ("begin", "freshen"):
-            inFlight = ([key], .present(Int(words[3])!))
+            inFlight[writer] = ([key], .present(Int(words[4])!))
         case ("ack", "compact"):
             for evicted in key.split(separator: ",") { acknowledged[String(evicted)] = .absent }
-            inFlight = nil
+            inFlight[writer] = nil
         case ("ack", _):
-            if let (keys, outcome) = inFlight { for key in keys ?? [] { acknowledged[key] = outcome } }
-            inFlight = nil
+            // Acknowledged in journal order: a call that lands inside another's append is
+            // acknowledged before it.
+            if let (keys, outcome) = inFlight[writer] { for key in keys ?? [] { acknowledged[key] = outcome } }
+            inFlight[writer] = nil
         default:
             break
         }
@@ -66,7 +69,9 @@ struct Expectations {
         guard durable else { return nil }
         let acknowledged = acknowledged[key] ?? .absent
         if acknowledged.allows(version) { return nil }
-        if let (keys, outcome) = inFlight, keys?.contains(key) ?? true, outcome.allows(version) { return nil }
+        if inFlight.values.contains(where: { ($0.keys?.contains(key) ?? true) && $0.outcome.allows(version) }) {
+            return nil
+        }
         let read = version.map { "version \($0)" } ?? "a miss"
         return "get(\(key)) read \(read), but \(acknowledged) was acknowledged with Durability.synchronized"
     }

@@ -15,6 +15,8 @@ struct Workload: Sendable {
     var sizeLimit: UInt64 = 1 << 30
     /// How long checkpoints keep sealed segments: zero retires them at once.
     var journalRetention: Duration = .seconds(60)
+    /// Bodies up to this size are packed; larger ones are blobs.
+    var packThreshold = Configuration.defaultPackThreshold
     /// `nil`: the directory before the crash is empty, and the steps create the cache.
     var setup: (@Sendable (Driver) throws -> Void)?
     var steps: @Sendable (Driver) throws -> Void
@@ -77,13 +79,36 @@ struct Workload: Sendable {
                 try d.freshen("k1", 1)
                 try d.put("k3", 1)
             }),
+        // Two caches on one directory, as two processes have it, in one recorded process so that
+        // the interleaving is the same every run: each put lands inside the other's, between
+        // its catch-up and its write under the shared append lock, as sharedcache(5) allows.
+        Workload(
+            name: "concurrent",
+            summary: "puts of two caches landing inside each other's append; a key superseded across them",
+            packThreshold: 4096,
+            setup: { d in
+                try d.put("k1", 1)
+                try d.put("k2", 2)
+            },
+            steps: { a in
+                let b = try a.another("b")
+                // b's version of k1 lands first; a's, read back after it, supersedes it.
+                try a.put("k1", 2) { try b.put("k1", 3) }
+                try b.put("k2", 4) { try a.put("k3", 1) }
+                try b.checkpoint()
+                try a.put("k3", 2) {
+                    try b.put("k4", 1)
+                    try b.put("k3", 3)
+                }
+                try b.remove("k1")
+            }),
     ]
 
     /// The configuration a workload's processes open the cache with.
     func configuration(_ durability: Durability) -> Configuration {
         var configuration = Configuration(
             sizeLimit: sizeLimit, durability: durability, journalRetention: journalRetention,
-            evictionGracePeriod: .zero, memoryCostLimit: 0)
+            evictionGracePeriod: .zero, memoryCostLimit: 0, packThreshold: packThreshold)
         configuration.journalWatching = .polling(every: .seconds(3600))
         return configuration
     }
@@ -91,7 +116,7 @@ struct Workload: Sendable {
 
 /// The body every put of `key` at `version` stores, so a checker can tell any stored body's
 /// origin without keeping a copy: `key#version;` repeated, sized by the version (odd: 700
-/// bytes, a blob of one page; even: 5,000 bytes, two pages).
+/// bytes; even: 5,000 bytes, two pages, a blob where the workload's pack threshold is lower).
 func value(_ key: String, _ version: Int) -> Data {
     let unit = Array("\(key)#\(version);".utf8)
     let size = version % 2 == 1 ? 700 : 5000
@@ -100,24 +125,38 @@ func value(_ key: String, _ version: Int) -> Data {
 
 /// Runs a workload's calls on one open cache, noting them for the checker.
 ///
-/// Notes are `begin OP [KEY VERSION]` before a call and `ack OP …` once it returned: `put K V`
-/// (`expired` when stored already expired), `remove K`, `checkpoint`, `compact EVICTED,…`,
-/// `freshen K V`.
+/// Notes are `WRITER begin OP [KEY VERSION]` before a call and `WRITER ack OP …` once it
+/// returned: `put K V` (`expired` when stored already expired), `remove K`, `checkpoint`,
+/// `compact EVICTED,…`, `freshen K V`. The writer names the cache (`a`, or another one
+/// opened with ``another(_:)``): each has at most one call in flight.
 final class Driver: Sendable {
     let cache: SharedCache
-    let note: @Sendable (String) -> Void
+    let writer: String
+    private let noting: @Sendable (String) -> Void
 
-    init(cache: SharedCache, note: @escaping @Sendable (String) -> Void) {
+    init(cache: SharedCache, writer: String = "a", note: @escaping @Sendable (String) -> Void) {
         self.cache = cache
-        self.note = note
+        self.writer = writer
+        self.noting = note
     }
 
-    func put(_ key: String, _ version: Int, expired: Bool = false) throws {
+    private func note(_ text: String) { noting("\(writer) \(text)") }
+
+    /// A driver of a second cache on the same directory, as another process would open it.
+    func another(_ writer: String) throws -> Driver {
+        Driver(
+            cache: try SharedCache(directory: cache.path, configuration: cache.configuration), writer: writer,
+            note: noting)
+    }
+
+    /// Puts version `version` of `key`; `whileCaughtUp` runs where another process's put may
+    /// land: under the append lock, after this put caught up, before its write.
+    func put(_ key: String, _ version: Int, expired: Bool = false, whileCaughtUp: () throws -> Void = {}) throws {
         let now = cache.engine.now()
         note("begin put \(key) \(version)\(expired ? " expired" : "")")
         try cache.engine.store(
             key: key, data: value(key, version), metadata: EntryMetadata(), storedAt: now - (expired ? 7_200_000 : 0),
-            expiresAt: now + (expired ? -3_600_000 : 86_400_000))
+            expiresAt: now + (expired ? -3_600_000 : 86_400_000), whileCaughtUp: whileCaughtUp)
         note("ack put \(key) \(version)")
     }
 

@@ -288,12 +288,14 @@ package final class CacheEngine: Sendable {
     /// partial body. The replaced entry is removed as `superseded` where the journal record is
     /// applied, and its body reclaimed; readers that already opened it keep reading the old body.
     ///
+    /// - Parameter whileCaughtUp: see ``commitStored(_:at:whileCaughtUp:)``.
     /// - Throws: `.invalidArgument` for a key over 64 KiB or a validator over 65,535 bytes;
     ///   `.noSpace` on a full disk (nothing is stored, nothing else is lost).
     @discardableResult
-    package func store(key: String, data: Data, metadata: EntryMetadata, storedAt: Int64, expiresAt: Int64)
-        throws(SharedCacheError) -> (entry: CacheEntry, location: BodyLocation)
-    {
+    package func store(
+        key: String, data: Data, metadata: EntryMetadata, storedAt: Int64, expiresAt: Int64,
+        whileCaughtUp: () throws -> Void = {}
+    ) throws(SharedCacheError) -> (entry: CacheEntry, location: BodyLocation) {
         var header = try header(
             key: key, metadata: metadata, bodySize: UInt64(data.count), storedAt: storedAt, expiresAt: expiresAt)
         header.bodyChecksum = data.withUnsafeBytes { CRC32C.checksum($0) }
@@ -303,7 +305,7 @@ package final class CacheEngine: Sendable {
             let location = try data.withUnsafeBytes { body in
                 try bodies.write(header, body: body, durable: isDurable)
             }
-            try commitStored(header, at: location)
+            try commitStored(header, at: location, whileCaughtUp: whileCaughtUp)
             return location
         }
         count { $0.stores += 1 }
@@ -341,13 +343,19 @@ package final class CacheEngine: Sendable {
     /// Appended under the shared append lock (on a local filesystem): puts of other processes
     /// land at the same moment, and the version this one replaces is the one before it in the
     /// journal.
-    package func commitStored(_ header: BlobHeader, at location: BodyLocation) throws {
+    ///
+    /// - Parameter whileCaughtUp: runs under the lock, caught up, just before the write: tests
+    ///   and the power-loss checker land another cache's put there, as another process's may.
+    package func commitStored(
+        _ header: BlobHeader, at location: BodyLocation, whileCaughtUp: () throws -> Void = {}
+    ) throws {
         let stored = StoredRecord(
             hash: header.keyHash, location: location, bodySize: header.bodySize, storedAt: header.storedAt,
             expiresAt: header.expiresAt, key: header.key, etag: header.etag, writer: .current)
         let replaced: [BodyLocation]
         do {
             replaced = try withAppendLock(shared: appendsConcurrently) { live in
+                try whileCaughtUp()
                 let appended = try live.append { _ in ([.stored(stored)], ()) }
                 return (appended.replaced, appended.segment)
             }
