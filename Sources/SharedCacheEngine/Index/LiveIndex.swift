@@ -8,8 +8,9 @@ import SharedCachePlatform
 /// Changes go through ``withAppendLock(timeout:durable:shared:repairing:access:_:)``: under the
 /// newest segment's append lock, catch up, decide the records from the now-current index, append
 /// them in one write; then, the lock released, apply them. Held exclusively, no other process
-/// appends meanwhile, so the decision stands; held shared (puts), others append at the same
-/// moment, and the records are read back to be applied in journal order.
+/// appends meanwhile, so the decision stands; held shared (puts, caught up just before locking),
+/// others append at the same moment, and the records are read back to be applied in journal
+/// order (or appended again, if a seal came first).
 ///
 /// Not thread-safe: ``CacheEngine`` keeps it inside its `Locked` state. Its properties are
 /// exempt from Swift's run-time exclusivity checks, which cost ~1,000 instructions per put
@@ -63,10 +64,12 @@ package final class LiveIndex {
     /// The segment whose append lock the owner holds, and whether shared, until ``append(_:)``
     /// has written its records (see ``withAppendLock(timeout:durable:shared:repairing:access:_:)``).
     @exclusivity(unchecked) private var heldAppendLock: (segment: JournalSegment, shared: Bool)?
-    /// The sequence numbers of this process's stored records appended under a shared lock, until
-    /// reading them back applies them; and the versions they replaced then.
-    @exclusivity(unchecked) private var storesBeingReadBack: Set<UInt64> = []
-    @exclusivity(unchecked) private var replacedByStoresReadBack: [BodyLocation] = []
+    /// This process's records appended under a shared lock, until reading them back applies
+    /// them: their segment's generation and their numbers; and the versions they replaced then.
+    @exclusivity(unchecked) private var beingReadBack: (generation: UInt64, sequences: Set<UInt64>)?
+    @exclusivity(unchecked) private var replacedByRecordsReadBack: [BodyLocation] = []
+    /// Whether the last ``append(_:)`` found its records after a seal: void, to be appended again.
+    @exclusivity(unchecked) private var appendLandedAfterSeal = false
 
     private init(directory: CacheDirectory, index: Index, cursor: JournalCursor) {
         self.directory = directory
@@ -232,6 +235,9 @@ package final class LiveIndex {
     /// is applied, so every process reports the same removal; before, a `removed` record follows.
     @discardableResult
     private func apply(_ record: JournalRecord, sequence: UInt64) -> BodyLocation? {
+        let isOwnReadBack =
+            beingReadBack?.generation == cursor.segment.generation
+            && beingReadBack?.sequences.remove(sequence) != nil
         if tracksChanges {
             switch record {
             case .stored(let stored): changedHashes?.append(stored.hash)
@@ -270,7 +276,7 @@ package final class LiveIndex {
                     hash: stored.hash, key: String(decoding: stored.key, as: UTF8.self), reason: .superseded,
                     remover: stored.writer, sequence: sequence))
         }
-        if storesBeingReadBack.remove(sequence) != nil { replacedByStoresReadBack.append(replaced) }
+        if isOwnReadBack { replacedByRecordsReadBack.append(replaced) }
         return replaced
     }
 
@@ -403,23 +409,31 @@ package final class LiveIndex {
                     live.releaseAppendLock()
                     released = true
                 }
-                // Behind a retired segment: reload from the manifest, then lock where it
-                // leads. Appending here would put records after a seal, where no reader looks.
-                let locked = repairing && kind == .exclusive ? segment : nil
-                if try live.advance(repairing: locked, durable: durable) == .mustResynchronize {
+                // Held exclusively: behind a retired segment, reload from the manifest, then lock
+                // where it leads; after a seal, lock the next segment. Appending there would put
+                // records after a seal, where no reader looks. Held shared, the catch-up before
+                // locking is enough: a record that lands after a seal this process had not read is
+                // found so when read back, and appended again (see `append(_:)`).
+                if kind == .exclusive,
+                    try live.advance(repairing: repairing ? segment : nil, durable: durable) == .mustResynchronize
+                {
                     try live.resynchronize()
                     return .lock(live.cursor.segment)
                 }
-                // A checkpoint sealed the segment we locked; lock the next one. (A seal takes
-                // the lock exclusively, so under a shared one it is whole before any record
-                // still being written: reading to the end finds it.)
+                // Sealed meanwhile (read by this catch-up, or by another thread's before it):
+                // lock the next segment.
                 if live.cursor.segment !== segment { return .lock(live.cursor.segment) }
                 // Its checkpoint died before making the next segment: make it, exclusively.
                 if kind == .shared, live.cursor.isAtSealWithoutNextSegment {
                     needsExclusive = segment
                     return .lock(segment)
                 }
-                return .done(try body(live))
+                let result = try body(live)
+                if live.appendLandedAfterSeal {
+                    live.appendLandedAfterSeal = false
+                    return .lock(live.cursor.segment)
+                }
+                return .done(result)
             }
         }
         guard case .done(let result) = step else { preconditionFailure("the loop ends only when done") }
@@ -440,11 +454,13 @@ package final class LiveIndex {
     /// Appends the records `decide` returns, deciding from the index as it is; the caller
     /// holds the append lock (see ``withAppendLock(timeout:durable:shared:repairing:access:_:)``).
     ///
-    /// - Parameter decide: sees the index with every earlier record applied (held shared, but
-    ///   for what other processes are appending at this moment); returns the records to append
-    ///   (none is fine), which are then applied, once written and the append lock released (this
-    ///   process's other threads wait for the owner's mutex meanwhile). Held shared, they are
-    ///   read back from the journal with whatever landed before them.
+    /// - Parameter decide: sees the index with every earlier record applied (held shared, as of
+    ///   the catch-up just before locking); returns the records to append (none is fine), which
+    ///   are then applied, once written and the append lock released (this process's other
+    ///   threads wait for the owner's mutex meanwhile). Held shared, they are read back from the
+    ///   journal with whatever landed before them; if a seal did, they are void, and the
+    ///   caller's loop (``withAppendLock(timeout:durable:shared:repairing:access:_:)``) appends
+    ///   them again to the next segment.
     package func append<Decision>(_ decide: (Index) throws -> ([JournalRecord], Decision)) throws -> Appended<Decision>
     {
         let (records, decision) = try decide(index)
@@ -475,14 +491,22 @@ package final class LiveIndex {
                 // Others' records landed first: read them back with these, in journal order. The
                 // records are in the journal whatever happens now, so a failure to read is left
                 // to the next read (and the body they replaced to the orphan sweep).
-                storesBeingReadBack = Set(
-                    zip(records, landed.sequences).compactMap { if case .stored = $0 { $1 } else { nil } })
+                beingReadBack = (segment.generation, Set(landed.sequences))
                 defer {
-                    storesBeingReadBack = []
-                    replacedByStoresReadBack = []
+                    beingReadBack = nil
+                    replacedByRecordsReadBack = []
                 }
                 try? refresh(readingTheJournal: true)
-                replaced = replacedByStoresReadBack
+                // A checkpoint this process had not read sealed the segment before they landed:
+                // no reader reads past a seal, so they are void, and the caller appends them
+                // again where the journal goes on.
+                if beingReadBack?.sequences.isEmpty == false,
+                    cursor.segment !== segment || cursor.isAtSealWithoutNextSegment
+                {
+                    appendLandedAfterSeal = true
+                    return Appended(decision: decision)
+                }
+                replaced = replacedByRecordsReadBack
                 records.forEach(count)
             }
         } else {

@@ -259,4 +259,26 @@ struct CheckpointTests {
         #expect(try cache.statistics().journalSequence == other.statistics().journalSequence)
         #expect(try SharedCache(directory: directory("cache")).statistics().entryCount == 2)
     }
+
+    /// The same, when the next writer had not read the seal (it trusts the shared journal end,
+    /// which the dead checkpointer never raised): its record lands after the seal, void; reading
+    /// it back finds the seal, and it makes the next segment and appends the record again there.
+    @Test func sealWithoutNextSegmentIsFinishedByAWriterThatHadNotReadIt() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        try cache.put(key: "a", data: Data("a".utf8))
+        let segment = directory("cache/journal/0000000000000001")
+        let seal = try SegmentFile.frame(.sealed(nextGeneration: 2), for: segment, sequence: 2)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: seal)
+        try handle.close()
+
+        try cache.put(key: "b", data: Data("b".utf8))
+        #expect(FileManager.default.fileExists(atPath: directory("cache/journal/0000000000000002")))
+        #expect(try cache.statistics().journalGeneration == 2)
+        let reader = try SharedCache(directory: directory("cache"))
+        #expect(try reader.get(key: "b")?.data == Data("b".utf8))
+        #expect(try reader.get(key: "a")?.data == Data("a".utf8))
+    }
 }
