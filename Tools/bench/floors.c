@@ -18,10 +18,10 @@
  *             (XX = N mod 256), as a store of a file per key does; no fsync
  *   open N    open + pread of the value + close of the file `create N` made
  *   commit N  the system calls of SharedCache's put: pwrite of a record (the value and a
- *             184-byte header) at the end of DIR/segment, then, under an exclusive flock on
- *             DIR/journal, a statx of its size and link count (fstat where there is no statx)
- *             and one write with O_APPEND of a 154-byte journal record; so the benchmark can
- *             tell a put's system calls from the rest of its cost
+ *             184-byte header) at the end of DIR/segment, then, under a shared flock on
+ *             DIR/journal, one write with O_APPEND of a 154-byte journal record and an lseek
+ *             asking where it ended; so the benchmark can tell a put's system calls from the
+ *             rest of its cost
  *
  * Files are left in DIR for the driver to remove. The end of standard input ends the program
  * (status 0); a failed call ends it with a message on standard error (status 1), and a bad
@@ -62,19 +62,6 @@ static void require(ssize_t done, size_t size, const char *what, const char *pat
         fprintf(stderr, "floors: %s %s: %zd of %zu bytes\n", what, path, done, size);
         exit(1);
     }
-}
-
-// The journal's size as SharedCache reads it on every call: statx of size and link count alone,
-// since an fstat (which reads the times too) makes the next append dirty the inode (Linux 6.13+).
-static long long journal_size(int fd)
-{
-#if defined(__linux__) && defined(STATX_SIZE)
-    struct statx status;
-    return statx(fd, "", AT_EMPTY_PATH, STATX_SIZE | STATX_NLINK, &status) < 0 ? -1 : (long long)status.stx_size;
-#else
-    struct stat status;
-    return fstat(fd, &status) < 0 ? -1 : (long long)status.st_size;
-#endif
 }
 
 _Noreturn static void usage(const char *problem)
@@ -163,9 +150,9 @@ int main(int argc, char **argv)
             require(pwrite(segment, record, size + record_header, segment_end), size + record_header, "pwrite",
                 segment_path);
             segment_end += (off_t)(size + record_header);
-            if (flock(journal, LOCK_EX) < 0) fail("flock", journal_path);
-            if (journal_size(journal) < 0) fail("statx", journal_path);
+            if (flock(journal, LOCK_SH) < 0) fail("flock", journal_path);
             require(write(journal, entry, sizeof entry), sizeof entry, "write", journal_path);
+            if (lseek(journal, 0, SEEK_CUR) < 0) fail("lseek", journal_path);
             if (flock(journal, LOCK_UN) < 0) fail("flock", journal_path);
         } else {
             usage("unknown operation");

@@ -73,12 +73,12 @@ func timeOperations(
 /// to. Run 8 at once, it shows what 8 processes doing that work cost on this machine's cores
 /// (scheduling and the filesystem's stalls included).
 ///
-/// With `exclusive` or `shared`, a put is instead the system calls of SharedCache's put alone:
+/// With `exclusive` or `shared`, a put is instead the system calls of a SharedCache put alone:
 /// a `pwrite` of a 1,208-byte record at the end of a segment of the process's own, then, holding
-/// the journal's flock (waited for as SharedCache waits), `statx` of its size and one 154-byte
-/// `write` with `O_APPEND`. `exclusive` is the lock as SharedCache takes it; `shared` is a lock
-/// no put waits for another to let go of: what the tail would be if appends never waited for
-/// each other.
+/// the journal's flock (waited for as SharedCache waits), one 154-byte `write` with `O_APPEND`.
+/// `shared` is the lock as SharedCache's puts take it, with the `lseek` that asks where the
+/// write ended; `exclusive` is a put before format 3.0, which read the journal's size (`statx`)
+/// under the lock held exclusively.
 func runMixedFloorWorker(_ arguments: [String]) throws -> Never {
     let (directory, keys, operations) = (arguments[0], Int(arguments[1])!, Int(arguments[2])!)
     var random = SplitMix64(seed: UInt64(arguments[3])!)
@@ -111,8 +111,9 @@ func runMixedFloorWorker(_ arguments: [String]) throws -> Never {
             _ = packRecord.withUnsafeBytes { pwrite(segment, $0.baseAddress, $0.count, segmentEnd) }
             segmentEnd += off_t(packRecord.count)
             try journal.file.withLock(lock, timeout: .seconds(10), orThrow: POSIXError(.ETIMEDOUT)) {
-                _ = try journal.file.sizeAndLinkCount()
+                if lock == .exclusive { _ = try journal.file.sizeAndLinkCount() }
                 _ = try journalRecord.withUnsafeBytes { try journal.file.writeOnce($0) }
+                if lock == .shared { _ = try journal.file.currentOffset() }
             }
         } else {
             _ = pread(records, buffer, 1024, off_t(key * 1024))

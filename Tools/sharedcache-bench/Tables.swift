@@ -20,7 +20,7 @@ struct Row: Codable {
     /// create + `write` + `close` + `rename` into place.
     var filePerKeyFloor: Measurement?
     /// For a put (with `--floors`): the system calls SharedCache's put makes, alone, in C: a
-    /// `pwrite` of the record, then under the journal's `flock` a `statx` of its size and one append.
+    /// `pwrite` of the record, then under the journal's shared `flock` one append and an `lseek`.
     var systemCalls: Measurement?
     var cache: Measurement
     /// python-diskcache doing the same operations (with `--peer`).
@@ -116,8 +116,8 @@ func printOperations(_ rows: [Row], defaultGet: Measurement, targets: [Target]) 
     for row in rows {
         guard let calls = row.systemCalls else { continue }
         print(
-            "\(row.workload): the same system calls alone, in C (pwrite of the record; flock, statx, write of a "
-                + "154-byte journal record, flock): p50 \(format(calls.p50Microseconds)) µs, the rest of "
+            "\(row.workload): the same system calls alone, in C (pwrite of the record; flock, write of a "
+                + "154-byte journal record, lseek, flock): p50 \(format(calls.p50Microseconds)) µs, the rest of "
                 + "SharedCache's \(format(row.cache.p50Microseconds)) µs is its own work.")
     }
     if rows.first?.peer == nil {
@@ -218,10 +218,11 @@ func printMixed(_ runs: MixedRuns) {
     mixedLine(
         "SharedCache with \(cores) processes, one per core (4× the operations each)", runs.sharedCacheOnePerCore, "")
     mixedLine(
-        "a put's system calls alone (pwrite of the record; flock, statx, O_APPEND write of the journal record, flock), "
-            + "the journal locked exclusively, as SharedCache's puts did before format 3.0", runs.putCallsExclusive, "")
+        "a put's system calls alone before format 3.0 (pwrite of the record; flock, statx, O_APPEND write of the "
+            + "journal record, flock), the journal locked exclusively", runs.putCallsExclusive, "")
     mixedLine(
-        "the same, the journal locked shared, as SharedCache's puts are: no put waits for another",
+        "a put's system calls alone as SharedCache's puts make them (pwrite of the record; flock, O_APPEND write of "
+            + "the journal record, lseek, flock), the journal locked shared: no put waits for another",
         runs.putCallsShared, "")
 }
 
