@@ -80,11 +80,13 @@ struct Workload: Sendable {
                 try d.put("k3", 1)
             }),
         // Two caches on one directory, as two processes have it, in one recorded process so that
-        // the interleaving is the same every run: each put lands inside the other's, between
-        // its catch-up and its write under the shared append lock, as sharedcache(5) allows.
+        // the interleaving is the same every run: each put or checkpoint lands inside the other's
+        // put, between its catch-up and its write, as sharedcache(5) allows.
         Workload(
             name: "concurrent",
-            summary: "puts of two caches landing inside each other's append; a key superseded across them",
+            summary:
+                "puts of two caches landing inside each other's; a key superseded across them; a put landing "
+                + "after a seal it had not read",
             packThreshold: 4096,
             setup: { d in
                 try d.put("k1", 1)
@@ -95,9 +97,11 @@ struct Workload: Sendable {
                 // b's version of k1 lands first; a's, read back after it, supersedes it.
                 try a.put("k1", 2) { try b.put("k1", 3) }
                 try b.put("k2", 4) { try a.put("k3", 1) }
-                try b.checkpoint()
+                // a's record lands after b's seal, which it had not read: void; a appends it again
+                // to the next segment.
+                try a.put("k4", 1) { try b.checkpoint() }
                 try a.put("k3", 2) {
-                    try b.put("k4", 1)
+                    try b.put("k5", 1)
                     try b.put("k3", 3)
                 }
                 try b.remove("k1")
@@ -149,14 +153,14 @@ final class Driver: Sendable {
             note: noting)
     }
 
-    /// Puts version `version` of `key`; `whileCaughtUp` runs where another process's put may
-    /// land: under the append lock, after this put caught up, before its write.
-    func put(_ key: String, _ version: Int, expired: Bool = false, whileCaughtUp: () throws -> Void = {}) throws {
+    /// Puts version `version` of `key`; `afterCatchingUp` runs where another process's put or
+    /// checkpoint may land: after this put caught up with the journal, before its write.
+    func put(_ key: String, _ version: Int, expired: Bool = false, afterCatchingUp: () throws -> Void = {}) throws {
         let now = cache.engine.now()
         note("begin put \(key) \(version)\(expired ? " expired" : "")")
         try cache.engine.store(
             key: key, data: value(key, version), metadata: EntryMetadata(), storedAt: now - (expired ? 7_200_000 : 0),
-            expiresAt: now + (expired ? -3_600_000 : 86_400_000), whileCaughtUp: whileCaughtUp)
+            expiresAt: now + (expired ? -3_600_000 : 86_400_000), afterCatchingUp: afterCatchingUp)
         note("ack put \(key) \(version)")
     }
 

@@ -288,13 +288,13 @@ package final class CacheEngine: Sendable {
     /// partial body. The replaced entry is removed as `superseded` where the journal record is
     /// applied, and its body reclaimed; readers that already opened it keep reading the old body.
     ///
-    /// - Parameter whileCaughtUp: see ``commitStored(_:at:whileCaughtUp:)``.
+    /// - Parameter afterCatchingUp: see ``commitStored(_:at:afterCatchingUp:)``.
     /// - Throws: `.invalidArgument` for a key over 64 KiB or a validator over 65,535 bytes;
     ///   `.noSpace` on a full disk (nothing is stored, nothing else is lost).
     @discardableResult
     package func store(
         key: String, data: Data, metadata: EntryMetadata, storedAt: Int64, expiresAt: Int64,
-        whileCaughtUp: () throws -> Void = {}
+        afterCatchingUp: () throws -> Void = {}
     ) throws(SharedCacheError) -> (entry: CacheEntry, location: BodyLocation) {
         var header = try header(
             key: key, metadata: metadata, bodySize: UInt64(data.count), storedAt: storedAt, expiresAt: expiresAt)
@@ -305,7 +305,7 @@ package final class CacheEngine: Sendable {
             let location = try data.withUnsafeBytes { body in
                 try bodies.write(header, body: body, durable: isDurable)
             }
-            try commitStored(header, at: location, whileCaughtUp: whileCaughtUp)
+            try commitStored(header, at: location, afterCatchingUp: afterCatchingUp)
             return location
         }
         count { $0.stores += 1 }
@@ -338,27 +338,30 @@ package final class CacheEngine: Sendable {
 
     /// Journals a body just written as the entry for its key, superseding any earlier version
     /// (whose body is then reclaimed). If the journal refuses it, the body is reclaimed: no
-    /// process can know it.
+    /// process can know it (but after a write whose fate is unknown, ``UnconfirmedAppend``, the
+    /// body stays, for the orphan sweep if the record is void).
     ///
     /// Appended under the shared append lock (on a local filesystem): puts of other processes
     /// land at the same moment, and the version this one replaces is the one before it in the
     /// journal.
     ///
-    /// - Parameter whileCaughtUp: runs under the lock, caught up, just before the write: tests
-    ///   and the power-loss checker land another cache's put there, as another process's may.
+    /// - Parameter afterCatchingUp: runs once, after the put caught up with the journal and
+    ///   before it takes the append lock: tests and the power-loss checker land another cache's
+    ///   put or checkpoint there, as another process's may.
     package func commitStored(
-        _ header: BlobHeader, at location: BodyLocation, whileCaughtUp: () throws -> Void = {}
+        _ header: BlobHeader, at location: BodyLocation, afterCatchingUp: () throws -> Void = {}
     ) throws {
         let stored = StoredRecord(
             hash: header.keyHash, location: location, bodySize: header.bodySize, storedAt: header.storedAt,
             expiresAt: header.expiresAt, key: header.key, etag: header.etag, writer: .current)
         let replaced: [BodyLocation]
         do {
-            replaced = try withAppendLock(shared: appendsConcurrently) { live in
-                try whileCaughtUp()
+            replaced = try withAppendLock(shared: appendsConcurrently, afterCatchingUp: afterCatchingUp) { live in
                 let appended = try live.append { _ in ([.stored(stored)], ()) }
                 return (appended.replaced, appended.segment)
             }
+        } catch let unconfirmed as UnconfirmedAppend {
+            throw unconfirmed.underlying
         } catch {
             try? bodies.reclaim(header.keyHash, at: location)
             throw error
@@ -426,16 +429,25 @@ package final class CacheEngine: Sendable {
     ///   - shared: hold the lock shared, as puts do.
     ///   - repairing: repair damage at the end of the journal first (every exclusive append
     ///     does); `false` only to look at it.
+    ///   - afterCatchingUp: runs once, between the catch-up and the lock.
     ///   - body: returns its result and the segment it appended to, if it did.
     package func withAppendLock<Decision>(
-        shared: Bool = false, repairing: Bool = true,
+        shared: Bool = false, repairing: Bool = true, afterCatchingUp: () throws -> Void = {},
         _ body: (LiveIndex) throws -> (decision: Decision, appendedTo: JournalSegment?)
     ) throws -> Decision {
         try appenders.withLock {
             var flush: JournalSegment?
+            var caughtUp = false
             let decision = try LiveIndex.withAppendLock(
                 timeout: lockTimeout, durable: isDurable, shared: shared, repairing: repairing,
-                access: { step in try withState { state in try step(state.live) } }
+                access: { (step: (LiveIndex) throws -> LiveIndex.AppendStep<Decision>) in
+                    let next = try withState { state in try step(state.live) }
+                    if !caughtUp {
+                        caughtUp = true
+                        try afterCatchingUp()
+                    }
+                    return next
+                }
             ) { live in
                 let (decision, segment) = try body(live)
                 if isDurable { flush = segment }

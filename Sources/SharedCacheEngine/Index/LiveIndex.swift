@@ -5,12 +5,12 @@ import SharedCachePlatform
 ///
 /// Loading reads the manifest and replays the journal from the position it covers. Every cache
 /// call first ``refresh()``es, which costs one atomic load when no process appended anything.
-/// Changes go through ``withAppendLock(timeout:durable:shared:repairing:access:_:)``: under the
-/// newest segment's append lock, catch up, decide the records from the now-current index, append
-/// them in one write; then, the lock released, apply them. Held exclusively, no other process
-/// appends meanwhile, so the decision stands; held shared (puts, caught up just before locking),
-/// others append at the same moment, and the records are read back to be applied in journal
-/// order (or appended again, if a seal came first).
+/// Changes go through ``withAppendLock(timeout:durable:shared:repairing:access:_:)``: catch up,
+/// take the newest segment's append lock (exclusively: catch up again under it), decide the
+/// records from the now-current index, append them in one write; then, the lock released, apply
+/// them. Held exclusively, no other process appends meanwhile, so the decision stands; held
+/// shared (puts), others append at the same moment, and the records are read back to be applied
+/// in journal order (or appended again, if a seal came first).
 ///
 /// Not thread-safe: ``CacheEngine`` keeps it inside its `Locked` state. Its properties are
 /// exempt from Swift's run-time exclusivity checks, which cost ~1,000 instructions per put
@@ -66,6 +66,8 @@ package final class LiveIndex {
     @exclusivity(unchecked) private var heldAppendLock: (segment: JournalSegment, shared: Bool)?
     /// This process's records appended under a shared lock, until reading them back applies
     /// them: their segment's generation and their numbers; and the versions they replaced then.
+    /// Matched by generation too: records that landed after a seal are void, and their numbers
+    /// repeat those of the next segment's first records.
     @exclusivity(unchecked) private var beingReadBack: (generation: UInt64, sequences: Set<UInt64>)?
     @exclusivity(unchecked) private var replacedByRecordsReadBack: [BodyLocation] = []
     /// Whether the last ``append(_:)`` found its records after a seal: void, to be appended again.
@@ -217,9 +219,11 @@ package final class LiveIndex {
     /// Whether bytes that are not whole records follow the last record read in the current
     /// segment. With the segment's append lock held no write is in progress, so they are damage
     /// or a torn write, hiding whatever follows them (a damaged length reads as a record still
-    /// being written).
+    /// being written). Bytes after a seal are not: they are records appended by a process that
+    /// had not read it, void, and appended again.
     package func hasBytesPastItsRecords() throws -> Bool {
-        try cursor.segment.file.sizeAndLinkCount().size > cursor.offset
+        guard !cursor.isAtSealWithoutNextSegment else { return false }
+        return try cursor.segment.file.sizeAndLinkCount().size > cursor.offset
     }
 
     /// Hands over the hashes changed since the last call; `nil` for "assume all".
@@ -235,9 +239,10 @@ package final class LiveIndex {
     /// is applied, so every process reports the same removal; before, a `removed` record follows.
     @discardableResult
     private func apply(_ record: JournalRecord, sequence: UInt64) -> BodyLocation? {
-        let isOwnReadBack =
-            beingReadBack?.generation == cursor.segment.generation
-            && beingReadBack?.sequences.remove(sequence) != nil
+        var isOwnReadBack = false
+        if beingReadBack?.generation == cursor.segment.generation {
+            isOwnReadBack = beingReadBack?.sequences.remove(sequence) != nil
+        }
         if tracksChanges {
             switch record {
             case .stored(let stored): changedHashes?.append(stored.hash)
@@ -349,8 +354,9 @@ package final class LiveIndex {
         case done(Result)
     }
 
-    /// Runs `body` holding the append lock of the newest segment, with every record before the
-    /// end applied.
+    /// Runs `body` holding the append lock of the newest segment: held exclusively, with every
+    /// record before the end applied; held shared, with every record applied that was there
+    /// just before the lock was taken.
     ///
     /// `access` runs what it is given with exclusive use of this index (the owner's mutex, for
     /// the engine). The lock is waited for between two such accesses, never inside one: a wait
@@ -360,7 +366,9 @@ package final class LiveIndex {
     ///
     /// An ``append(_:)`` in `body` releases the lock once its records are written: applying them
     /// needs only exclusive use of this index, and every microsecond the lock is held is one
-    /// in which a preempted holder keeps every other process's puts waiting.
+    /// in which a preempted holder keeps every other process's puts waiting. Held shared, if the
+    /// records landed after a seal (void), `body` runs again, on the segment the journal goes
+    /// on in.
     ///
     /// - Parameters:
     ///   - shared: hold the lock shared, so that other processes append at the same moment
@@ -409,25 +417,27 @@ package final class LiveIndex {
                     live.releaseAppendLock()
                     released = true
                 }
-                // Held exclusively: behind a retired segment, reload from the manifest, then lock
-                // where it leads; after a seal, lock the next segment. Appending there would put
-                // records after a seal, where no reader looks. Held shared, the catch-up before
-                // locking is enough: a record that lands after a seal this process had not read is
-                // found so when read back, and appended again (see `append(_:)`).
+                // Held exclusively, catch up again: no record can land after this one's without
+                // this process knowing. Behind a retired segment, reload from the manifest and
+                // lock where it leads. (Held shared, the catch-up before locking is enough: a
+                // record that lands after a seal this process had not read is found so when read
+                // back, and appended again; see `append(_:)`.)
                 if kind == .exclusive,
                     try live.advance(repairing: repairing ? segment : nil, durable: durable) == .mustResynchronize
                 {
                     try live.resynchronize()
                     return .lock(live.cursor.segment)
                 }
-                // Sealed meanwhile (read by this catch-up, or by another thread's before it):
-                // lock the next segment.
+                // Sealed meanwhile (read by that catch-up, or by another thread of this process
+                // since the one before locking): appending here would put records after a seal,
+                // where no reader looks. Lock the next segment.
                 if live.cursor.segment !== segment { return .lock(live.cursor.segment) }
                 // Its checkpoint died before making the next segment: make it, exclusively.
                 if kind == .shared, live.cursor.isAtSealWithoutNextSegment {
                     needsExclusive = segment
                     return .lock(segment)
                 }
+                live.appendLandedAfterSeal = false
                 let result = try body(live)
                 if live.appendLandedAfterSeal {
                     live.appendLandedAfterSeal = false
@@ -488,23 +498,28 @@ package final class LiveIndex {
             if landed.landedAtPosition {
                 replaced = apply(records, numbered: landed.sequences)
             } else {
-                // Others' records landed first: read them back with these, in journal order. The
-                // records are in the journal whatever happens now, so a failure to read is left
-                // to the next read (and the body they replaced to the orphan sweep).
+                // Others' records landed first: read them back with these, in journal order.
                 beingReadBack = (segment.generation, Set(landed.sequences))
                 defer {
                     beingReadBack = nil
                     replacedByRecordsReadBack = []
                 }
-                try? refresh(readingTheJournal: true)
-                // A checkpoint this process had not read sealed the segment before they landed:
-                // no reader reads past a seal, so they are void, and the caller appends them
-                // again where the journal goes on.
-                if beingReadBack?.sequences.isEmpty == false,
-                    cursor.segment !== segment || cursor.isAtSealWithoutNextSegment
-                {
-                    appendLandedAfterSeal = true
-                    return Appended(decision: decision)
+                var unread: (any Error)?
+                do {
+                    try refresh(readingTheJournal: true)
+                } catch {
+                    unread = error
+                }
+                if beingReadBack?.sequences.isEmpty == false {
+                    // A checkpoint this process had not read sealed the segment before they
+                    // landed: no reader reads past a seal, so they are void, and the loop in
+                    // `withAppendLock` appends them again where the journal goes on.
+                    if cursor.segment.generation != segment.generation || cursor.isAtSealWithoutNextSegment {
+                        appendLandedAfterSeal = true
+                        return Appended(decision: decision)
+                    }
+                    // Not found, nor a seal before them: in effect or void, nobody can say yet.
+                    if let unread { throw UnconfirmedAppend(underlying: unread) }
                 }
                 replaced = replacedByRecordsReadBack
                 records.forEach(count)
@@ -558,7 +573,9 @@ package final class LiveIndex {
     }
 
     /// Tells every process the journal now ends at least at the record numbered `sequence`
-    /// (this index's last, unless records were appended at once and not yet read back).
+    /// (this index's last, unless records were appended at once and not yet read back). A
+    /// record that landed after a seal raises it past the journal's end in the next segment,
+    /// which only has readers read the journal until the journal gets there.
     private func publishJournalEnd(through sequence: UInt64) {
         counters?.raise(.journalSequence, to: sequence)
     }

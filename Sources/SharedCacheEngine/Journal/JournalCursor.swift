@@ -307,7 +307,7 @@ package final class JournalCursor {
 
     /// Where records appended at once landed (see ``appendConcurrently(_:)``).
     struct ConcurrentAppend {
-        /// Their sequence numbers; empty if the descriptor could not say where the write ended.
+        /// Their sequence numbers.
         var sequences: [UInt64]
         /// Whether they landed right at the position (the file ended there: no other process
         /// appended since the cursor read to the end), which has then moved past them. If not,
@@ -316,8 +316,8 @@ package final class JournalCursor {
     }
 
     /// Appends `records` with one `write(2)` at the end of a version 3 segment whose append lock
-    /// the caller holds shared, as other processes may at the same moment. Throws only if the
-    /// write failed: once it is made, the records are in the journal.
+    /// the caller holds shared, as other processes may at the same moment. Throws
+    /// ``UnconfirmedAppend`` if, the write made, the descriptor cannot say where it ended.
     ///
     /// If the write is cut short (a full disk), the call throws; the partial record stays, and
     /// readers read past it as damage once a record follows it (the next exclusive holder of the
@@ -328,8 +328,11 @@ package final class JournalCursor {
         let ends = try write(records)
         // With O_APPEND the descriptor's offset is where this write ended (the caller keeps the
         // process's other appenders out, and readers use pread).
-        guard let end = try? segment.file.currentOffset() else {
-            return ConcurrentAppend(sequences: [], landedAtPosition: false)
+        let end: Int64
+        do {
+            end = try segment.file.currentOffset()
+        } catch {
+            throw UnconfirmedAppend(underlying: error)
         }
         let start = end - Int64(ends.last ?? 0)
         let sequences = sequences(endingAt: ends, writtenAt: start)
@@ -370,4 +373,12 @@ package final class JournalCursor {
                 ? header.sequence(ofRecordEndingAt: start + Int64(end)) : lastSequence + 1 + UInt64(index)
         }
     }
+}
+
+/// An append whose write was made but whose fate is unknown: the records may or may not be
+/// read (they were not found before the failure, nor after a seal). What they name must be
+/// kept, since a body is never reclaimed once journaled; the orphan sweep reclaims it if they
+/// are not in effect.
+package struct UnconfirmedAppend: Error {
+    package var underlying: any Error
 }

@@ -408,6 +408,33 @@ do {
         // A live index entry whose blob is missing or bad would show up as a discarded blob.
         print("entries=\(entries) damaged=\(try cache.statistics().damagedBlobs)")
 
+    case "read-back":
+        // A put that another process's put (and, with `checkpoint`, checkpoint) lands inside,
+        // after its catch-up: it reads its record back (and finds it after the seal, and appends
+        // it again). Prints whether the other process's work was done, then the put's outcome.
+        let configuration = Configuration(durability: .synchronized, memoryCostLimit: 0)
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        let other = try SharedCache(directory: directory, configuration: configuration)
+        let key = keyName(0)
+        let landed = Locked(false)
+        let now = cache.engine.now()
+        let outcome: String
+        do {
+            try cache.engine.store(
+                // A blob: a body reclaimed while a record in effect names it would be missed.
+                key: key, data: body(key: key, writer: 9, version: 0, size: 200_000), metadata: EntryMetadata(),
+                storedAt: now, expiresAt: now + 86_400_000
+            ) {
+                try other.put(key: keyName(1), data: body(key: keyName(1), writer: 9, version: 1, size: 2000))
+                if arguments.count > 3, arguments[3] == "checkpoint" { try other.checkpoint() }
+                landed.withLock { $0 = true }
+            }
+            outcome = "ok"
+        } catch {
+            outcome = error.code.description
+        }
+        print("landed \(landed.withLock { $0 })\nput \(key) \(outcome)")
+
     case "faults":
         // No memory tier: the gets read from the directory, through the calls under test.
         let cache = try SharedCache(

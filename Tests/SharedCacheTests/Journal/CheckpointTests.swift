@@ -242,12 +242,7 @@ struct CheckpointTests {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))
         try cache.put(key: "a", data: Data("a".utf8))
-        let segment = directory("cache/journal/0000000000000001")
-        let seal = try SegmentFile.frame(.sealed(nextGeneration: 2), for: segment, sequence: 2)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
-        try handle.seekToEnd()
-        try handle.write(contentsOf: seal)
-        try handle.close()
+        try Self.appendSealOfADeadCheckpoint(to: directory("cache/journal/0000000000000001"))
 
         let other = try SharedCache(directory: directory("cache"))
         #expect(try other.get(key: "a")?.data == Data("a".utf8))
@@ -260,25 +255,53 @@ struct CheckpointTests {
         #expect(try SharedCache(directory: directory("cache")).statistics().entryCount == 2)
     }
 
-    /// The same, when the next writer had not read the seal (it trusts the shared journal end,
-    /// which the dead checkpointer never raised): its record lands after the seal, void; reading
-    /// it back finds the seal, and it makes the next segment and appends the record again there.
+    /// The same, when the seal lands after the writer caught up: its record lands after the
+    /// seal, void; reading it back finds the seal, and it makes the next segment (with the lock
+    /// held exclusively) and appends the record again there.
     @Test func sealWithoutNextSegmentIsFinishedByAWriterThatHadNotReadIt() throws {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))
         try cache.put(key: "a", data: Data("a".utf8))
-        let segment = directory("cache/journal/0000000000000001")
-        let seal = try SegmentFile.frame(.sealed(nextGeneration: 2), for: segment, sequence: 2)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
-        try handle.seekToEnd()
-        try handle.write(contentsOf: seal)
-        try handle.close()
-
-        try cache.put(key: "b", data: Data("b".utf8))
+        try cache.engine.store(
+            key: "b", data: Data("b".utf8), metadata: EntryMetadata(), storedAt: 1, expiresAt: .max
+        ) {
+            try Self.appendSealOfADeadCheckpoint(to: directory("cache/journal/0000000000000001"))
+        }
         #expect(FileManager.default.fileExists(atPath: directory("cache/journal/0000000000000002")))
         #expect(try cache.statistics().journalGeneration == 2)
         let reader = try SharedCache(directory: directory("cache"))
         #expect(try reader.get(key: "b")?.data == Data("b".utf8))
         #expect(try reader.get(key: "a")?.data == Data("a".utf8))
+        #expect(try reader.verify().problems.isEmpty)
+    }
+
+    /// A put's record that landed after a dead checkpoint's seal, from a process that died
+    /// before appending it again: the bytes after the seal are void, not damage.
+    @Test func aRecordAfterADeadCheckpointsSealIsNotDamage() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        try cache.put(key: "a", data: Data("a".utf8))
+        let segment = directory("cache/journal/0000000000000001")
+        let records = try Data(contentsOf: URL(fileURLWithPath: segment)).dropFirst(SegmentHeader.size)
+        try Self.appendSealOfADeadCheckpoint(to: segment)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: records)
+        try handle.close()
+
+        let reader = try SharedCache(directory: directory("cache"))
+        #expect(try reader.verify().problems.isEmpty)
+        try reader.put(key: "b", data: Data("b".utf8))
+        #expect(try SharedCache(directory: directory("cache")).statistics().entryCount == 2)
+    }
+
+    /// Appends to segment 1 the seal a checkpoint writes before it makes segment 2, as if it
+    /// died right after.
+    static func appendSealOfADeadCheckpoint(to segment: String) throws {
+        let seal = try SegmentFile.frame(.sealed(nextGeneration: 2), for: segment, sequence: 2)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: seal)
+        try handle.close()
     }
 }

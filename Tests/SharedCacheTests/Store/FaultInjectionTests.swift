@@ -63,6 +63,45 @@ struct FaultInjectionTests {
         #expect(injected > 0, "\(call) never fired")
     }
 
+    /// A put whose record lands after another process's put (and checkpoint) reads it back
+    /// (see ``ConcurrentAppendTests``). A read failing then leaves its fate unknown, in effect or
+    /// void after the seal: the put fails with a clear error and keeps its body (which a record
+    /// in effect names), and is never acknowledged and lost.
+    @Test(.enabled(if: hasFailpoints, "release builds have no failpoints"), arguments: ["put", "checkpoint"])
+    func aReadBackThatFailsIsAnErrorNotALostPut(landing: String) async throws {
+        var failedAfterLanding = 0
+        for occurrence in 1...20 {
+            let directory = try TemporaryDirectory()
+            let result = try await Worker.run(
+                ["read-back", directory("cache"), landing],
+                environment: ["SHAREDCACHE_FAILPOINT": "pread:\(occurrence):EIO"])
+            let context = "pread #\(occurrence): \(result.output)\(result.errors)"
+            // Opening failed, with a clear error: nothing was put.
+            if result.status == 2 {
+                #expect(Self.clearErrors.contains(result.errorCode ?? "none"), "\(context)")
+                continue
+            }
+            let words = result.output.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+            try #require(words.count == 2 && words[1].count == 3, "\(context)")
+            let (landed, outcome) = (words[0][1] == "true", words[1][2])
+            let cache = try SharedCache(directory: directory("cache"))
+            // Before any get, which would discard an entry whose body is gone.
+            let report = try cache.verify()
+            #expect(report.isClean, "\(context): \(report.problems)")
+            if outcome == "ok" {
+                let hit = try #require(try cache.get(key: words[1][1]), "\(context): acknowledged and lost")
+                #expect(VerifiableBody.origin(of: hit.data, key: words[1][1]) != nil, "\(context)")
+            } else {
+                #expect(Self.clearErrors.contains(outcome), "\(context)")
+                if landed { failedAfterLanding += 1 }
+            }
+            try cache.put(key: "after", data: Data("works".utf8))
+            #expect(try cache.get(key: "after")?.data == Data("works".utf8), "\(context)")
+        }
+        // Some read failed after the other process's work, in the read-back (its only reads).
+        #expect(failedAfterLanding > 0)
+    }
+
     /// The codes an injected EIO or ENOSPC may surface as.
     static let clearErrors: Set<String> = ["ioFailure", "noSpace", "corruptData", "lockTimeout"]
 
