@@ -290,7 +290,9 @@ package final class CacheEngine: Sendable {
     ///
     /// - Parameter afterCatchingUp: see ``commitStored(_:at:afterCatchingUp:)``.
     /// - Throws: `.invalidArgument` for a key over 64 KiB or a validator over 65,535 bytes;
-    ///   `.noSpace` on a full disk (nothing is stored, nothing else is lost).
+    ///   `.noSpace` on a full disk (nothing is stored, nothing else is lost). If reading the
+    ///   journal fails once the record is written, the error is thrown and the entry may be
+    ///   stored all the same.
     @discardableResult
     package func store(
         key: String, data: Data, metadata: EntryMetadata, storedAt: Int64, expiresAt: Int64,
@@ -347,7 +349,8 @@ package final class CacheEngine: Sendable {
     ///
     /// - Parameter afterCatchingUp: runs once, after the put caught up with the journal and
     ///   before it takes the append lock: tests and the power-loss checker land another cache's
-    ///   put or checkpoint there, as another process's may.
+    ///   put or checkpoint there, as another process's may. It must not use this engine, whose
+    ///   appenders wait for it.
     package func commitStored(
         _ header: BlobHeader, at location: BodyLocation, afterCatchingUp: () throws -> Void = {}
     ) throws {

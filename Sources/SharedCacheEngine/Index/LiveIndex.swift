@@ -355,8 +355,8 @@ package final class LiveIndex {
     }
 
     /// Runs `body` holding the append lock of the newest segment: held exclusively, with every
-    /// record before the end applied; held shared, with every record applied that was there
-    /// just before the lock was taken.
+    /// record before the end applied; held shared, as of the catch-up before locking (or, on a
+    /// pass after a void append, as of its read-back).
     ///
     /// `access` runs what it is given with exclusive use of this index (the owner's mutex, for
     /// the engine). The lock is waited for between two such accesses, never inside one: a wait
@@ -470,7 +470,8 @@ package final class LiveIndex {
     ///   threads wait for the owner's mutex meanwhile). Held shared, they are read back from the
     ///   journal with whatever landed before them; if a seal did, they are void, and the
     ///   caller's loop (``withAppendLock(timeout:durable:shared:repairing:access:_:)``) appends
-    ///   them again to the next segment.
+    ///   them again where the journal goes on. Throws ``UnconfirmedAppend`` if the read-back
+    ///   can tell neither.
     package func append<Decision>(_ decide: (Index) throws -> ([JournalRecord], Decision)) throws -> Appended<Decision>
     {
         let (records, decision) = try decide(index)
@@ -519,7 +520,12 @@ package final class LiveIndex {
                         return Appended(decision: decision)
                     }
                     // Not found, nor a seal before them: in effect or void, nobody can say yet.
-                    if let unread { throw UnconfirmedAppend(underlying: unread) }
+                    throw UnconfirmedAppend(
+                        underlying: unread
+                            ?? SharedCacheError(
+                                .corruptData,
+                                "the journal could not be read as far as this put's record, so whether the entry "
+                                    + "was stored is not known", path: segment.path))
                 }
                 replaced = replacedByRecordsReadBack
                 records.forEach(count)

@@ -377,8 +377,8 @@ package final class JournalCursor {
 
 /// An append whose write was made but whose fate is unknown: the records may or may not be
 /// read (they were not found before the failure, nor after a seal). What they name must be
-/// kept, since a body is never reclaimed once journaled; the orphan sweep reclaims it if they
-/// are not in effect.
+/// kept, since a body that a record in effect may name is never reclaimed; the orphan sweep
+/// reclaims it if they are not in effect.
 package struct UnconfirmedAppend: Error {
     package var underlying: any Error
 }

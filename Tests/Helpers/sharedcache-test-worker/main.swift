@@ -434,6 +434,9 @@ do {
             outcome = error.code.description
         }
         print("landed \(landed.withLock { $0 })\nput \(key) \(outcome)")
+        #if DEBUG
+        print("failpoint \(Failpoint.hasFired ? "fired" : "idle")")
+        #endif
 
     case "faults":
         // No memory tier: the gets read from the directory, through the calls under test.

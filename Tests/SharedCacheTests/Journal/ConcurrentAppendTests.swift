@@ -38,11 +38,12 @@ struct ConcurrentAppendTests {
     enum Landing: String, CaseIterable, CustomTestStringConvertible {
         /// A checkpoint: the put's record lands after its seal.
         case checkpoint
-        /// A checkpoint, then a put of the same key with a body of the same size, which is the
+        /// A checkpoint, then a put of the same key with a record of the same size, which is the
         /// next segment's first record: it has the number the put's record has after the seal.
         case checkpointThenAPutNumberedAlike
-        /// A checkpoint that retires the sealed segment at once (no retention).
-        case checkpointRetiringTheSegment
+        /// Three checkpoints with no retention: the segment the put writes to, and the next,
+        /// are retired (unlinked) before it writes.
+        case checkpointsRetiringTwoSegments
 
         var testDescription: String { rawValue }
     }
@@ -54,24 +55,39 @@ struct ConcurrentAppendTests {
     @Test(arguments: Landing.allCases)
     func aRecordThatLandsAfterASealItHadNotReadIsAppendedAgain(_ landing: Landing) throws {
         let directory = try TemporaryDirectory()
-        let configuration = Configuration(
-            journalRetention: landing == .checkpointRetiringTheSegment ? .zero : .seconds(60), memoryCostLimit: 0)
+        let retiring = landing == .checkpointsRetiringTwoSegments
+        let configuration = Configuration(journalRetention: retiring ? .zero : .seconds(60), memoryCostLimit: 0)
         let cache = try SharedCache(directory: directory("cache"), configuration: configuration)
         let other = try SharedCache(directory: directory("cache"), configuration: configuration)
         try cache.put(key: "before", data: Data("before".utf8))
+        let (first, second) = (directory("cache/journal/0000000000000001"), directory("cache/journal/0000000000000002"))
+        var sealedSize: UInt64 = 0, theirRecordSize: UInt64 = 0
         let ours = Data("ours".utf8)
         try cache.engine.store(key: "k", data: ours, metadata: EntryMetadata(), storedAt: 1, expiresAt: .max) {
-            try other.checkpoint()
+            for _ in 0..<(retiring ? 3 : 1) { try other.checkpoint() }
             if landing == .checkpointThenAPutNumberedAlike {
+                sealedSize = try fileSize(first)
                 try other.engine.store(
                     key: "k", data: Data("them".utf8), metadata: EntryMetadata(), storedAt: 1, expiresAt: .max)
+                theirRecordSize = try fileSize(second) - UInt64(SegmentHeader.size)
             }
         }
-        #expect(try cache.statistics().journalGeneration == 2)
+        if landing == .checkpointThenAPutNumberedAlike {
+            // Ours, void after the seal, is as long as theirs: the two have the same number.
+            #expect(try fileSize(first) - sealedSize == theirRecordSize)
+        }
+        if retiring {
+            #expect(!FileManager.default.fileExists(atPath: first) && !FileManager.default.fileExists(atPath: second))
+        }
+        #expect(try cache.statistics().journalGeneration == (retiring ? 4 : 2))
         let reader = try SharedCache(directory: directory("cache"), configuration: configuration)
         #expect(try reader.get(key: "k")?.data == ours)
         #expect(try other.get(key: "k")?.data == ours)
         #expect(try reader.get(key: "before")?.data == Data("before".utf8))
         #expect(try reader.verify().problems.isEmpty)
+    }
+
+    private func fileSize(_ path: String) throws -> UInt64 {
+        UInt64(try #require(try URL(fileURLWithPath: path).resourceValues(forKeys: [.fileSizeKey]).fileSize))
     }
 }
