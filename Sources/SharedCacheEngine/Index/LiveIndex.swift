@@ -439,10 +439,8 @@ package final class LiveIndex {
                 }
                 live.appendLandedAfterSeal = false
                 let result = try body(live)
-                if live.appendLandedAfterSeal {
-                    live.appendLandedAfterSeal = false
-                    return .lock(live.cursor.segment)
-                }
+                // Void (after a seal): append again where the journal goes on.
+                if live.appendLandedAfterSeal { return .lock(live.cursor.segment) }
                 return .done(result)
             }
         }

@@ -130,10 +130,7 @@ struct CheckpointTests {
                 hash: KeyHash(key: "dying"), location: BodyLocation(blobID: 1), bodySize: 1, storedAt: 1,
                 expiresAt: .max, key: Array("dying".utf8), etag: []))
         let frame = try SegmentFile.frame(dying, for: segment, sequence: 0)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
-        try handle.seekToEnd()
-        try handle.write(contentsOf: frame.prefix(frame.count / 2))
-        try handle.close()
+        try SegmentFile.append(frame.prefix(frame.count / 2), to: segment)
 
         // A put appends after it (puts do not repair: they append at once), and every reader
         // reads past it: a record cut off with one after it is dead.
@@ -162,10 +159,7 @@ struct CheckpointTests {
         try cache.put(key: "a", data: Data("a".utf8))
         let segment = directory("cache/journal/0000000000000001")
         let intact = try Data(contentsOf: URL(fileURLWithPath: segment))
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
-        try handle.seekToEnd()
-        try handle.write(contentsOf: intact.suffix(40).prefix(30))
-        try handle.close()
+        try SegmentFile.append(intact.suffix(40).prefix(30), to: segment)
 
         let remover = try SharedCache(directory: directory("cache"))
         #expect(try remover.remove(key: "a"))
@@ -284,10 +278,7 @@ struct CheckpointTests {
         let segment = directory("cache/journal/0000000000000001")
         let records = try Data(contentsOf: URL(fileURLWithPath: segment)).dropFirst(SegmentHeader.size)
         try Self.appendSealOfADeadCheckpoint(to: segment)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
-        try handle.seekToEnd()
-        try handle.write(contentsOf: records)
-        try handle.close()
+        try SegmentFile.append(records, to: segment)
 
         let reader = try SharedCache(directory: directory("cache"))
         #expect(try reader.verify().problems.isEmpty)
@@ -298,10 +289,6 @@ struct CheckpointTests {
     /// Appends to segment 1 the seal a checkpoint writes before it makes segment 2, as if it
     /// died right after.
     static func appendSealOfADeadCheckpoint(to segment: String) throws {
-        let seal = try SegmentFile.frame(.sealed(nextGeneration: 2), for: segment, sequence: 2)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
-        try handle.seekToEnd()
-        try handle.write(contentsOf: seal)
-        try handle.close()
+        try SegmentFile.append(SegmentFile.frame(.sealed(nextGeneration: 2), for: segment, sequence: 2), to: segment)
     }
 }

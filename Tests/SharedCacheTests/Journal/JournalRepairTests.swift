@@ -23,10 +23,7 @@ struct JournalRepairTests {
         // Half of a record another writer is in the middle of appending to segment 2.
         let next = directory("cache/journal/0000000000000002")
         let frame = try SegmentFile.frame(.cleared(Remover(processID: 1, name: "x")), for: next, sequence: 4)
-        let handle = try #require(FileHandle(forWritingAtPath: next))
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data(frame.prefix(frame.count / 2)))
-        try handle.close()
+        try SegmentFile.append(frame.prefix(frame.count / 2), to: next)
         let size = try #require(try FileManager.default.attributesOfItem(atPath: next)[.size] as? Int)
 
         // The process still behind in segment 1 reads on, holding segment 1's lock, across the

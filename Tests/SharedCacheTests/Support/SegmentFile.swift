@@ -16,4 +16,13 @@ enum SegmentFile {
         record.encode(mark: try header(path).mark(forSequence: sequence), into: &writer)
         return writer.bytes
     }
+
+    /// Appends `bytes` to the segment at `path`, as a writer of the journal would (whole, torn,
+    /// or after a seal).
+    static func append(_ bytes: some DataProtocol, to path: String) throws {
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        defer { try? handle.close() }
+        try handle.seekToEnd()
+        try handle.write(contentsOf: bytes)
+    }
 }
