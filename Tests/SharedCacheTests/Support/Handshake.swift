@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Testing
 
 /// Checks `condition` every few milliseconds until it holds or `timeout` passed; returns
 /// whether it held. The bounded wait for a signal another process or thread leaves (a file it
@@ -18,6 +19,14 @@ func eventually(within timeout: Duration = .seconds(5), _ condition: () throws -
 /// its first request more than 180 s after it was started. The download itself lasts 200 s
 /// from that request, so it is still under way whenever the wait ends.
 let downloadUnderWayTimeout: Duration = .seconds(600)
+
+extension Trait where Self == TimeLimitTrait {
+    /// The time limit of a test that once hung: it fails the test that hangs instead of letting
+    /// the run hang, and bounds nothing else. A test's body can wait minutes for the cooperative
+    /// pool in a loaded run: on CI, two whose bodies take a fifth of a second alone passed 60 s
+    /// (and the slow download's wait above is allowed 600 s).
+    static var hangLimit: Self { .timeLimit(.minutes(15)) }
+}
 
 /// ``eventually(within:_:)`` for async tests: it waits with `Task.sleep`, so it never holds one
 /// of the cooperative pool's few threads (on 2 cores, two such waits would starve the very task
