@@ -58,7 +58,8 @@ package final class LoopbackOrigin {
                 arguments: ["-p", root, "-c", "\(root)/nginx.conf", "-e", "\(root)/error.log"],
                 output: .discard, errors: .discard)
             // The pid file appears once the socket is listening; an exit means the port was taken.
-            let deadline = Date().addingTimeInterval(10)
+            // (The bound is for an nginx that never gets there: a loaded machine can take seconds.)
+            let deadline = Date().addingTimeInterval(120)
             while process.isRunning && !FileManager.default.fileExists(atPath: "\(root)/nginx.pid") && Date() < deadline {
                 usleep(10_000)
             }

@@ -30,6 +30,9 @@ struct DemoClient {
     let id: Int
     let seconds: Double
 
+    /// The fewest puts a client makes, past its time if need be.
+    static let minimumPuts = 20
+
     func run() throws -> ExitStatus {
         let cache = try SharedCache(directory: directory, configuration: Configuration(recencyInterval: .seconds(1)))
         let out = FileHandle.standardOutput
@@ -57,7 +60,9 @@ struct DemoClient {
         var mine: [Int] = []
         let deadline = Date().addingTimeInterval(seconds)
         var item = 0
-        while Date() < deadline {
+        var puts = 0
+        // However slow the machine, enough puts that the clients together outgrow the limit.
+        while Date() < deadline || puts < Self.minimumPuts {
             switch Int.random(in: 0..<10, using: &random) {
             case 0..<4:
                 item += 1
@@ -66,6 +71,7 @@ struct DemoClient {
                 try cache.put(key: key, data: Data(repeating: UInt8(id), count: size))
                 names.withLock { $0[KeyHash(key: key)] = key }
                 mine.append(item)
+                puts += 1
                 summary.withLock { $0.stored += 1 }
                 out.write(Data("stored\t\(key)\t\(size)\n".utf8))
             case 4..<9:

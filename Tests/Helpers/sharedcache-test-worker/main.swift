@@ -378,7 +378,10 @@ do {
         var random = SplitMix64(seed: seed(default: UInt64(worker)))
         let start = Date(), deadline = start.addingTimeInterval(seconds)
         var puts = 0, hits = 0, misses = 0, violations = 0
-        while Date() < deadline {
+        // A paced writer makes every put of its schedule however late it runs; a flood writes
+        // until the deadline.
+        let scheduled = rate.map { Int(seconds * $0) }
+        while scheduled.map({ puts < $0 }) ?? (Date() < deadline) {
             // A paced writer's n-th put is due n / rate seconds in; a late one catches up at once.
             let wait = rate.map { start.addingTimeInterval(Double(puts) / $0).timeIntervalSinceNow } ?? 0
             if wait > 0 { usleep(UInt32(wait * 1_000_000)) }

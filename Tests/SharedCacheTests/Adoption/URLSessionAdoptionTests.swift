@@ -230,12 +230,13 @@ struct URLSessionAdoptionTests {
     }
 
     /// Waits until some fetch holds `url`'s fetch lock in the cache at `root` (the request is
-    /// then on the wire): a poll bounded by 3,000 looks 10 ms apart, not by a deadline, since a
-    /// suite that blocks every thread of the cooperative pool for a while (other tests wait for
-    /// processes synchronously) stalls this poll and the fetch alike.
+    /// then on the wire): a poll bounded by 60,000 looks 10 ms apart (as long as
+    /// `downloadUnderWayTimeout` when nothing stalls it), not by a deadline, since a suite that
+    /// blocks every thread of the cooperative pool for a while (other tests wait for processes
+    /// synchronously) stalls this poll and the fetch alike.
     static func waitUntilFetching(_ url: URL, in root: String) async throws {
         let path = "\(root)/fetching/\(KeyHash(key: SharedCache.cacheKey(for: url)).hex)"
-        for _ in 0..<3_000 {
+        for _ in 0..<60_000 {
             let descriptor = open(path, O_RDONLY)
             if descriptor >= 0 {
                 let held = flock(descriptor, LOCK_EX | LOCK_NB) != 0

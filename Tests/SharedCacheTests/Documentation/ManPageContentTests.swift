@@ -100,14 +100,16 @@ struct ManPageContentTests {
                 ], errors: .standardOutput)
             defer { if shell.isRunning { shell.signal(SIGKILL) } }
             if let readyLine = Self.runUntilStopped[example] {
-                let first = await shell.nextLine(within: .seconds(10))
+                let first = await shell.nextLine(within: .seconds(120))
                 #expect(first?.hasPrefix(readyLine) == true, "\(pageName): \(command) printed \(first ?? "nothing") first")
                 shell.signal(SIGTERM)
                 #expect(
-                    try await eventually(within: .seconds(5)) { !shell.isRunning },
+                    try await eventually(within: .seconds(60)) { !shell.isRunning },
                     "\(pageName): \(command) ignored SIGTERM")
             } else {
-                let bound: Duration = example.contains("demo") ? .seconds(60) : .seconds(30)
+                // Bounds on a hang only: under the sanitizers, with every suite running, a 3-second
+                // demo has taken a minute.
+                let bound: Duration = example.contains("demo") ? .seconds(300) : .seconds(120)
                 #expect(
                     try await eventually(within: bound) { !shell.isRunning },
                     "\(pageName): \(command) did not finish within \(bound): a hang is a failure")

@@ -71,7 +71,7 @@ struct FetchTests {
             try Worker.start(
                 ["fetch", directory("cache"), origin.url("/slow/big.bin").absoluteString, "on-go"], input: .pipe)
         }
-        for worker in workers { #expect(await worker.nextLine(within: .seconds(30)) == "ready") }
+        for worker in workers { #expect(await worker.nextLine(within: .seconds(300)) == "ready") }
         for worker in workers { worker.send("go") }
         var sources: [String] = []
         for worker in workers {
@@ -107,7 +107,7 @@ struct FetchTests {
                     "SHAREDCACHE_TEST_SEND_DELAY_MS": "50",
                 ], input: .pipe)
         }
-        for worker in workers { #expect(await worker.nextLine(within: .seconds(30)) == "ready") }
+        for worker in workers { #expect(await worker.nextLine(within: .seconds(300)) == "ready") }
         for worker in workers { worker.send("go") }
         for worker in workers {
             let text = await worker.nextLine(within: .seconds(60)) ?? ""

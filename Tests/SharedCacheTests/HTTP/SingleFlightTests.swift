@@ -61,19 +61,23 @@ struct SingleFlightTests {
         #expect(lines.joined().filter { $0 == "source=downloaded status=200" }.count == trials)
     }
 
-    /// Starts `count` `fetch` workers on `path` together, each holding every request it sends
-    /// back `delay` ms so the first one's is surely under way when the others look; the odd
-    /// ones pause `pause` ms between their lookup and the lock.
+    /// Starts `count` `fetch` workers on `path` together (each opens the cache and says "ready";
+    /// once all have, all are told to go), each holding every request it sends back `delay` ms
+    /// so the first one's is surely under way when the others look; the odd ones pause `pause`
+    /// ms between their lookup and the lock. A worker that looks up later than `delay` after
+    /// the first finds the entry stale again (these paths have max-age=0), so `delay` is what a
+    /// loaded run may lag by.
     func fetchTogether(_ path: String, count: Int, delay: Int, pause: Int = 0) async throws -> [[String]] {
-        let startAt = Int((Date().timeIntervalSince1970 + 2.5) * 1000)
         let workers = try (0..<count).map { number in
             try Worker.start(
-                ["fetch", directory("cache"), origin.url(path).absoluteString, "\(startAt)"],
+                ["fetch", directory("cache"), origin.url(path).absoluteString, "on-go"],
                 environment: [
                     "SHAREDCACHE_TEST_SEND_DELAY_MS": "\(delay)",
                     "SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK_MS": number % 2 == 1 ? "\(pause)" : "0",
-                ])
+                ], input: .pipe)
         }
+        for worker in workers { #expect(await worker.nextLine(within: .seconds(300)) == "ready") }
+        for worker in workers { worker.send("go") }
         return await finish(workers)
     }
 
@@ -85,7 +89,7 @@ struct SingleFlightTests {
         try origin.write("/plain/shared.txt", "shared body")
         let cache = try SharedCache(directory: directory("cache"))
         _ = try await cache.fetch(URLRequest(url: origin.url("/plain/shared.txt")))
-        let lines = try await fetchTogether("/plain/shared.txt", count: 6, delay: 1000, pause: 1300)
+        let lines = try await fetchTogether("/plain/shared.txt", count: 6, delay: 5000, pause: 5300)
         let sources = lines.flatMap { $0 }.map { String($0.split(separator: " ")[0]) }
         #expect(sources.filter { $0 == "source=revalidated" }.count == 1, "\(sources)")
         #expect(sources.filter { $0 == "source=fresh" }.count == 5, "\(sources)")
@@ -98,7 +102,7 @@ struct SingleFlightTests {
         try origin.write("/h/swr/shared.txt", "stale is fine")
         let cache = try SharedCache(directory: directory("cache"))
         _ = try await cache.fetch(URLRequest(url: origin.url("/h/swr/shared.txt")))
-        let lines = try await fetchTogether("/h/swr/shared.txt", count: 6, delay: 1000)
+        let lines = try await fetchTogether("/h/swr/shared.txt", count: 6, delay: 5000)
         let sources = lines.flatMap { $0 }.map { String($0.split(separator: " ")[0]) }
         #expect(sources.allSatisfy { $0 == "source=stale" }, "\(sources)")
         #expect(origin.requests(atLeast: 2).map(\.status) == [200, 304])
@@ -170,13 +174,14 @@ struct SingleFlightTests {
     }
 
     /// A holder that is slow but alive (it shows a sign of life every second) is waited for,
-    /// and its answer shared: one request in nginx's log.
+    /// and its answer shared: one request in nginx's log. It holds the lock past the waiter's
+    /// stall timeout, which leaves a loaded run's late heartbeats 9 s.
     @Test func aWaiterWaitsForASlowButLiveHolder() async throws {
         try origin.write("/fresh/alive.txt", "alive")
         let cache = try SharedCache(directory: directory("cache"))
         let url = origin.url("/fresh/alive.txt")
-        let holder = try await startHolder(url, delay: 3500)
-        let options = FetchOptions(waitTimeout: .seconds(60), stalledFetchTimeout: .milliseconds(2500))
+        let holder = try await startHolder(url, delay: 12_000)
+        let options = FetchOptions(waitTimeout: .seconds(120), stalledFetchTimeout: .seconds(10))
         let shared = try await cache.fetch(URLRequest(url: url), options: options)
         await holder.wait()
         #expect(shared.source == .fresh && shared.data == Data("alive".utf8))

@@ -156,7 +156,7 @@ struct SubscriptionProcessTests {
         for (index, subscriber) in subscribers.enumerated() {
             var events: [Event] = []
             var resynchronizations = -1
-            let rest = try #require(subscriber.output?.rest(within: .seconds(30)), "subscriber \(index) did not finish")
+            let rest = try #require(subscriber.output?.rest(within: .seconds(120)), "subscriber \(index) did not finish")
             for line in heard[index] + rest {
                 if line.hasPrefix("resynchronizations=") {
                     resynchronizations = Int(line.dropFirst("resynchronizations=".count)) ?? -1

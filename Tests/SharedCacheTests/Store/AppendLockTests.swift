@@ -37,18 +37,18 @@ struct AppendLockTests {
         let until = ContinuousClock.now + .milliseconds(400)
         var slowest: Duration = .zero
         var gets = 0
-        while ContinuousClock.now < until {
+        while gets < 50 || ContinuousClock.now < until {
             let start = ContinuousClock.now
             #expect(try cache.get(key: "a")?.data == Data("one".utf8))
             slowest = max(slowest, ContinuousClock.now - start)
             gets += 1
         }
-        #expect(slowest < .seconds(2), "a get waited \(slowest) behind a writer waiting for the append lock")
-        #expect(gets > 10)
+        // Half the lock timeout: a loaded run's stalls stay far below it.
+        #expect(slowest < .seconds(10), "a get waited \(slowest) behind a writer waiting for the append lock")
         #expect(writerDone.wait(timeout: .now()) == .timedOut, "the writer did not wait for the lock")
 
         holder.unlock()
-        #expect(writerDone.wait(timeout: .now() + 10) == .success)
+        #expect(writerDone.wait(timeout: .now() + 60) == .success)
         try writerResult.withLock { try #require($0).get() }
         #expect(try cache.get(key: "b")?.data == Data("two".utf8))
     }

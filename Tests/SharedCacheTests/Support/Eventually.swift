@@ -14,7 +14,7 @@ final class RemovalCollector: Sendable {
 
     /// Waits until at least `count` removals arrived, or `timeout` passed; returns them.
     @discardableResult
-    func wait(for count: Int, timeout: TimeInterval = 5) -> [Removal] {
+    func wait(for count: Int, timeout: TimeInterval = 60) -> [Removal] {
         let deadline = Date().addingTimeInterval(timeout)
         while all.count < count && Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
         return all

@@ -5,7 +5,7 @@ import Testing
 /// Checks `condition` every few milliseconds until it holds or `timeout` passed; returns
 /// whether it held. The bounded wait for a signal another process or thread leaves (a file it
 /// creates, a record it journals), never a guess at how long that takes.
-func eventually(within timeout: Duration = .seconds(5), _ condition: () throws -> Bool) rethrows -> Bool {
+func eventually(within timeout: Duration = .seconds(60), _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = ContinuousClock.now + timeout
     while true {
         if try condition() { return true }
@@ -32,7 +32,7 @@ extension Trait where Self == TimeLimitTrait {
 /// of the cooperative pool's few threads (on 2 cores, two such waits would starve the very task
 /// they wait for).
 func eventually(
-    within timeout: Duration = .seconds(5), _ condition: () throws -> Bool
+    within timeout: Duration = .seconds(60), _ condition: () throws -> Bool
 ) async throws -> Bool {
     let deadline = ContinuousClock.now + timeout
     while true {

@@ -10,7 +10,7 @@ import SharedCacheTestSupport
 /// Last-Modified gives heuristic freshness); `/fresh/` adds `expires 1h` (long, so that a slow
 /// machine cannot outlast it); `/nostore/` adds `Cache-Control: no-store`;
 /// `/vary/page` serves `/vary/<language>.txt` by `Accept-Language` with `Vary` and an hour of
-/// freshness; `/slow/` sends at 1 MB/s, `/stall/` at 100 KB/s, `/rated/` at 100 MB/s (a fast
+/// freshness; `/slow/` sends at 1 MB/s, `/stall/` at 100 KB/s, `/rated/` at 10 MB/s (a fast
 /// network, not loopback's several GB/s) with an hour of freshness;
 /// `/updated/` is stale at once and answers any `If-None-Match` with a 304 that adds a field; `/things/` answers POST with 201.
 /// `/h/NAME/` send the headers the conformance tests need (see ``ruleLocations``), and
@@ -61,7 +61,7 @@ final class Origin {
                 add_header Cache-Control max-age=0;
                 if ($http_if_none_match) { add_header Cache-Control max-age=0; add_header X-Revalidated yes; return 304; }
             }
-            location /rated/ { sendfile off; output_buffers 1 256k; limit_rate 100m; expires 1h; }
+            location /rated/ { sendfile off; output_buffers 1 256k; limit_rate 10m; expires 1h; }
             location /things/ { if ($request_method = POST) { return 201; } }
             \(Self.ruleLocations)
             """
@@ -203,8 +203,9 @@ final class Origin {
         }
     }
 
-    /// The requests for `path` logged so far, once at least `count` are there (or after `timeout`).
-    func requests(to path: String, atLeast count: Int, timeout: TimeInterval = 5) -> [LoggedRequest] {
+    /// The requests for `path` logged so far, once at least `count` are there (or after `timeout`,
+    /// which bounds only a failure: a loaded run can keep nginx from logging for seconds).
+    func requests(to path: String, atLeast count: Int, timeout: TimeInterval = 60) -> [LoggedRequest] {
         let deadline = Date().addingTimeInterval(timeout)
         var logged = requests.filter { $0.path == path }
         while logged.count < count && Date() < deadline {
@@ -216,7 +217,7 @@ final class Origin {
 
     /// The requests logged so far, once at least `count` are there (nginx logs a request just
     /// after it answers it, so the client can be a moment ahead).
-    func requests(atLeast count: Int, timeout: TimeInterval = 5) -> [LoggedRequest] {
+    func requests(atLeast count: Int, timeout: TimeInterval = 60) -> [LoggedRequest] {
         let deadline = Date().addingTimeInterval(timeout)
         var logged = requests
         while logged.count < count && Date() < deadline {

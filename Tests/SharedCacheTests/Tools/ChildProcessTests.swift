@@ -29,7 +29,7 @@ import Darwin
         let child = try ChildProcess(Self.cat, input: .pipe)
         close(ends[1])
         var ready = pollfd(fd: ends[0], events: Int16(POLLIN), revents: 0)
-        _ = poll(&ready, 1, 10_000)
+        _ = poll(&ready, 1, 60_000)
         var byte: UInt8 = 0
         let count = read(ends[0], &byte, 1)
         let readError = errno

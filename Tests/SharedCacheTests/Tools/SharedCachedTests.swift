@@ -149,7 +149,7 @@ struct SharedCachedTests {
         let daemon = try Tool.daemon.start(["--dir", directory("cache"), "-d", "--interval", "1h"])
         #expect(await daemon.errors?.nextLine()?.contains("compacting") == true)
 
-        // Paced, at a quarter of the limit per writer per second.
+        // Paced, at a quarter of the limit per writer per second (every put made, however late).
         let putsPerSecond = Int(limit) / size / 4
         let writers = try (1...4).map {
             try Worker.start(["flood", directory("cache"), "\($0)", "\(seconds)", "\(size)", "\(putsPerSecond)"])
@@ -162,7 +162,7 @@ struct SharedCachedTests {
             #expect(counts["violations"] == 0)
             puts += counts["puts"] ?? 0
         }
-        #expect(UInt64(puts * size) > 5 * limit)  // they really wrote far past the limit
+        #expect(puts == 4 * seconds * putsPerSecond)  // 30 MB: 15 times the limit
 
         // A pass after the last put brings the directory under the limit (the bound is only for
         // a daemon that never runs one). Then stop the daemon, and end the subscriber.
