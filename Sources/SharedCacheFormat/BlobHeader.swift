@@ -57,6 +57,13 @@ package struct BlobHeader: Equatable, Sendable {
 
     package func encoded() -> [UInt8] {
         var writer = ByteWriter(capacity: encodedSize)
+        encode(into: &writer)
+        return writer.bytes
+    }
+
+    /// Appends the encoded header (``encodedSize`` bytes) to `writer`.
+    package func encode(into writer: inout ByteWriter) {
+        let start = writer.count
         writer.append(bytes: Self.magic)
         writer.append(Self.version)
         writer.append(UInt16(0))
@@ -74,8 +81,7 @@ package struct BlobHeader: Equatable, Sendable {
         writer.append(bytes: etag)
         writer.append(bytes: lastModified)
         writer.append(bytes: attributes)
-        writer.appendChecksum()
-        return writer.bytes
+        writer.appendChecksum(from: start)
     }
 
     /// How many bytes the header occupies, read from its fixed part; lets a reader that fetched

@@ -32,6 +32,10 @@ package struct ByteWriter {
         bytes.append(contentsOf: other)
     }
 
+    package mutating func append(zeros count: Int) {
+        bytes.append(contentsOf: repeatElement(0, count: count))
+    }
+
     package mutating func append(_ hash: KeyHash) {
         hash.withUnsafeBytes { bytes.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self)) }
     }

@@ -61,18 +61,27 @@ package enum PackRecord {
         return (end + UInt64(alignment - 1)) & ~UInt64(alignment - 1)
     }
 
-    /// The 12-byte prefix of a record whose encoded body header is `header`.
-    package static func prefix(pack: UInt64, position: UInt64, length: UInt32, header: [UInt8]) -> [UInt8] {
-        var writer = ByteWriter(capacity: prefixSize)
+    /// The record holding `header` and `body` at `position` in pack `pack`, and the padding
+    /// after it: the bytes a writer appends, encoded into one buffer.
+    package static func encoded(
+        _ header: BlobHeader, body: UnsafeRawBufferPointer, pack: UInt64, position: UInt64
+    ) -> [UInt8] {
+        let length = UInt32(length(headerSize: header.encodedSize, bodySize: body.count))
+        let end = Int(next(after: position, length: length) - position)
+        var writer = ByteWriter(capacity: end)
         writer.append(bytes: recordMagic)
         writer.append(length)
-        writer.append(check(pack: pack, position: position, length: length, headerChecksum: headerChecksum(header)))
+        writer.append(UInt32(0))  // the check, once the header's checksum is known
+        header.encode(into: &writer)
+        let headerChecksum = writer.bytes.withUnsafeBytes {
+            $0.loadUnaligned(fromByteOffset: writer.count - 4, as: UInt32.self)
+        }
+        writer.set(
+            check(pack: pack, position: position, length: length, headerChecksum: UInt32(littleEndian: headerChecksum)),
+            at: 8)
+        writer.append(bytes: body)
+        writer.append(zeros: end - writer.count)
         return writer.bytes
-    }
-
-    /// The last four bytes of an encoded body header: its own masked checksum.
-    private static func headerChecksum(_ header: [UInt8]) -> UInt32 {
-        header.withUnsafeBytes { headerChecksum($0) }
     }
 
     private static func headerChecksum(_ header: UnsafeRawBufferPointer) -> UInt32 {

@@ -52,37 +52,24 @@ package final class PackSegments: Sendable {
     /// Appends a record holding `header` and `body` to this process's segment and returns its
     /// location. A failed write abandons the segment, so no record ever follows a torn one.
     package func append(_ header: BlobHeader, body: UnsafeRawBufferPointer, durable: Bool) throws -> BodyLocation {
-        let headerBytes = header.encoded()
-        let length = PackRecord.length(headerSize: headerBytes.count, bodySize: body.count)
+        let length = UInt32(PackRecord.length(headerSize: header.encodedSize, bodySize: body.count))
         return try writer.withLock { active in
             if let current = active, current.end + UInt64(length) > Self.segmentCapacity { active = nil }
             if active == nil {
                 active = try ActiveSegment.adopt(in: directory) ?? ActiveSegment.create(in: directory, durable: durable)
             }
             let segment = active!
-            let location = BodyLocation(pack: segment.pack, position: segment.end, length: UInt32(length))
-            let prefix = PackRecord.prefix(
-                pack: segment.pack, position: segment.end, length: UInt32(length), header: headerBytes)
-            let recordEnd = PackRecord.next(after: segment.end, length: UInt32(length))
+            let location = BodyLocation(pack: segment.pack, position: segment.end, length: length)
+            // One buffer, one pwrite: the record and its padding.
+            let record = PackRecord.encoded(header, body: body, pack: segment.pack, position: segment.end)
             do {
-                // One buffer, one pwrite: the record and its padding.
-                let record = UnsafeMutableRawBufferPointer.allocate(
-                    byteCount: Int(recordEnd - segment.end), alignment: 16)
-                defer { record.deallocate() }
-                record.initializeMemory(as: UInt8.self, repeating: 0)
-                prefix.withUnsafeBytes { record.copyMemory(from: $0) }
-                headerBytes.withUnsafeBytes {
-                    UnsafeMutableRawBufferPointer(rebasing: record[PackRecord.prefixSize...]).copyMemory(from: $0)
-                }
-                UnsafeMutableRawBufferPointer(rebasing: record[(PackRecord.prefixSize + headerBytes.count)...])
-                    .copyMemory(from: body)
-                try segment.file.writeAll(UnsafeRawBufferPointer(record), atAbsoluteOffset: Int64(segment.end))
+                try record.withUnsafeBytes { try segment.file.writeAll($0, atAbsoluteOffset: Int64(segment.end)) }
                 if durable { try segment.file.synchronizeData() }
             } catch {
                 active = nil
                 throw error
             }
-            segment.end = recordEnd
+            segment.end += UInt64(record.count)
             return location
         }
     }

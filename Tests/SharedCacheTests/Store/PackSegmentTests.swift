@@ -85,11 +85,13 @@ struct PackSegmentTests {
         let header = BlobHeader(
             bodySize: 3, bodyChecksum: CRC32C.checksum(Array("abc".utf8)), storedAt: 1, expiresAt: .max,
             keyHash: KeyHash(key: "k"), key: Array("k".utf8), etag: [], lastModified: [], attributes: [])
-        let headerBytes = header.encoded()
-        let length = UInt32(PackRecord.length(headerSize: headerBytes.count, bodySize: 3))
-        let record =
-            PackRecord.prefix(pack: 7, position: 32, length: length, header: headerBytes) + headerBytes
-            + Array("abc".utf8)
+        let length = UInt32(PackRecord.length(headerSize: header.encoded().count, bodySize: 3))
+        let record = Array("abc".utf8).withUnsafeBytes {
+            PackRecord.encoded(header, body: $0, pack: 7, position: 32)
+        }
+        // Padded with zeros to the next record's place.
+        #expect(record.count == (Int(length) + 7) / 8 * 8)
+        #expect(record[Int(length)...].allSatisfy { $0 == 0 })
         try record.withUnsafeBytes { bytes in
             let decoded = try PackRecord.decode(bytes, at: BodyLocation(pack: 7, position: 32, length: length))
             #expect(BlobHeader(decoded.header, in: decoded.headerBytes) == header)
