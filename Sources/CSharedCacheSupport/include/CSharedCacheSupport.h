@@ -69,6 +69,10 @@ uint64_t scs_atomic_load_u64(const uint64_t *counter);
 /// Atomically raises the 64-bit value at `counter` to at least `value`.
 void scs_atomic_max_u64(uint64_t *counter, uint64_t value);
 
+/// Asks the CPU to start loading the cache line at `address` for a write soon, and returns at
+/// once: a hint, never a fault, whatever `address` is.
+static inline void scs_prefetch_for_writing(const void *address) { __builtin_prefetch(address, 1, 3); }
+
 /// Whether `scs_guarded_copy` copies (installing its SIGBUS handler the first time it is asked):
 /// 1 on Linux while that handler is in place, 0 once another was put in its place, and on
 /// other systems.

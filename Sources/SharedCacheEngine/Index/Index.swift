@@ -85,6 +85,21 @@ package struct Index: Sendable, Sequence {
         return nil
     }
 
+    /// Inserts `entries` in order, as ``insert(_:for:)`` does; for many at once (a manifest's,
+    /// on open). A million entries' slots are a table far larger than the caches, where every
+    /// lookup misses: each one's slot is requested a few entries ahead, so that the misses
+    /// overlap.
+    package mutating func insert(contentsOf entries: [Element]) {
+        let lookahead = 8
+        for index in entries.indices {
+            if index + lookahead < entries.count {
+                let slot = home(Self.tag(entries[index + lookahead].hash))
+                slots.withUnsafeBufferPointer { prefetchForWriting($0.baseAddress! + slot) }
+            }
+            insert(entries[index].entry, for: entries[index].hash)
+        }
+    }
+
     /// Removes the entry for `hash` if its current version is at `location`.
     @discardableResult
     package mutating func remove(_ hash: KeyHash, at location: BodyLocation) -> IndexEntry? {

@@ -43,6 +43,8 @@ enum ManifestFile {
             var offset = ManifestCoding.headerSize
             let end = header.fileSize - ManifestCoding.trailerSize
             var chunk = [UInt8](repeating: 0, count: chunkEntries * header.storedEntrySize)
+            var decoded: [Index.Element] = []
+            decoded.reserveCapacity(chunkEntries)
             while offset < end {
                 let count = min(chunk.count, end - offset)
                 let read = try chunk.withUnsafeMutableBytes { buffer in
@@ -55,9 +57,11 @@ enum ManifestFile {
                     let entries = UnsafeRawBufferPointer(rebasing: buffer[..<count])
                     checksum = CRC32C.checksum(entries, extending: checksum)
                     try ManifestCoding.decodeEntries(entries, of: header) { hash, entry in
-                        index.insert(entry, for: hash)
+                        decoded.append((hash, entry))
                     }
                 }
+                index.insert(contentsOf: decoded)
+                decoded.removeAll(keepingCapacity: true)
                 offset += count
             }
             var trailer = [UInt8](repeating: 0, count: ManifestCoding.trailerSize)

@@ -51,6 +51,25 @@ struct IndexTests {
         Self.agreesWithModel(hashes: hashes, operations: 5_000, seed: 2)
     }
 
+    /// A batch (a manifest's entries on open) is inserted as one insert after another would be:
+    /// the table grows during it, and of two entries for one hash the later stays.
+    @Test func aBatchIsInsertedAsOneInsertAfterAnother() {
+        var random = SplitMix64(seed: 3)
+        let hashes = (0..<3000).map { KeyHash(key: "key \($0)") }
+        let batch = (0..<5000).map { step in
+            (hash: hashes[Int(random.next() % UInt64(hashes.count))], entry: Self.entry(UInt64(step + 1)))
+        }
+        var index = Index()
+        index.insert(Self.entry(99_999), for: batch[0].hash)
+        index.insert(contentsOf: batch)
+        var model: [KeyHash: IndexEntry] = [:]
+        for (hash, entry) in batch { model[hash] = entry }
+        #expect(index.count == model.count && model.count < batch.count)
+        #expect(index.totalBytes == model.values.reduce(0) { $0 + $1.bodySize })
+        let disagreeing = index.filter { model[$0.hash] != $0.entry }.count
+        #expect(disagreeing == 0)
+    }
+
     @Test func journalRecordsFoldIn() {
         let hash = KeyHash(key: "a")
         var index = Index()
