@@ -33,8 +33,7 @@ struct ErrorsAnAppCanUseTests {
                 return "other: \(error)"
             }
         }
-        try await URLSessionAdoptionTests.waitUntilFetching(url, in: directory("cache"))
-        task.cancel()
+        try await URLSessionAdoptionTests.cancel(task, onceFetching: url, in: directory("cache"))
         #expect(await task.value == "cancelled")
         #expect(try cache.entry(forKey: SharedCache.cacheKey(for: url)) == nil)
     }

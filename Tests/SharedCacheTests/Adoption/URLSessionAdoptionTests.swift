@@ -131,8 +131,7 @@ struct URLSessionAdoptionTests {
         let key = SharedCache.cacheKey(for: url)
         let session = session(cache)
         let task = Task { try await session.data(from: url) }
-        try await Self.waitUntilFetching(url, in: directory("cache"))
-        task.cancel()
+        try await Self.cancel(task, onceFetching: url, in: directory("cache"))
         do {
             _ = try await task.value
             Issue.record("a cancelled task returned a body")
@@ -150,8 +149,7 @@ struct URLSessionAdoptionTests {
         // The same through data(for:).
         try cache.remove(key: key)
         let direct = Task { try await cache.data(from: url) }
-        try await Self.waitUntilFetching(url, in: directory("cache"))
-        direct.cancel()
+        try await Self.cancel(direct, onceFetching: url, in: directory("cache"))
         do {
             let (data, _) = try await direct.value
             #expect(data.count == size, "a cancelled fetch returned part of a body")
@@ -229,23 +227,24 @@ struct URLSessionAdoptionTests {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    /// Waits until some fetch holds `url`'s fetch lock in the cache at `root` (the request is
-    /// then on the wire): a poll bounded by 60,000 looks 10 ms apart (as long as
-    /// `downloadUnderWayTimeout` when nothing stalls it), not by a deadline, since a suite that
-    /// blocks every thread of the cooperative pool for a while (other tests wait for processes
-    /// synchronously) stalls this poll and the fetch alike.
-    static func waitUntilFetching(_ url: URL, in root: String) async throws {
+    /// Whether some fetch holds `url`'s fetch lock in the cache at `root` (the request is then
+    /// on the wire).
+    static func isFetching(_ url: URL, in root: String) -> Bool {
         let path = "\(root)/fetching/\(KeyHash(key: SharedCache.cacheKey(for: url)).hex)"
-        for _ in 0..<60_000 {
-            let descriptor = open(path, O_RDONLY)
-            if descriptor >= 0 {
-                let held = flock(descriptor, LOCK_EX | LOCK_NB) != 0
-                if !held { flock(descriptor, LOCK_UN) }
-                close(descriptor)
-                if held { return }
-            }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        Issue.record("nobody started fetching \(url)")
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        let held = flock(descriptor, LOCK_EX | LOCK_NB) != 0
+        if !held { flock(descriptor, LOCK_UN) }
+        return held
+    }
+
+    /// Cancels `task` as soon as some fetch holds `url`'s fetch lock in the cache at `root`,
+    /// from a thread of its own (see ``act(once:within:_:)``).
+    static func cancel<Success: Sendable, Failure: Error>(
+        _ task: Task<Success, Failure>, onceFetching url: URL, in root: String
+    ) async throws {
+        #expect(try await act(once: { isFetching(url, in: root) }) { task.cancel() }, "nobody started fetching \(url)")
+        task.cancel()
     }
 }

@@ -45,8 +45,7 @@ struct ErrorBoundaryTests {
         let task = Task { try await cache.fetch(URLRequest(url: url)) }
         let lockFile = directory(
             "cache/fetching/\(KeyHash(key: SharedCache.cacheKey(for: origin.url("/slow/big.bin"))).hex)")
-        #expect(
-            try await eventually(within: downloadUnderWayTimeout) { FileManager.default.fileExists(atPath: lockFile) })
+        #expect(try await act(once: { FileManager.default.fileExists(atPath: lockFile) }) { task.cancel() })
         task.cancel()
         do {
             _ = try await task.value

@@ -280,13 +280,13 @@ struct FetchTests {
         let lockFile = directory("cache/fetching/\(KeyHash(key: SharedCache.cacheKey(for: url)).hex)")
         let temporary = directory("cache/tmp")
         // Under way: the worker holds the URL's fetch lock, and the body is going to the
-        // entry's file (a temporary file stands in the cache).
-        let received = try await eventually(within: downloadUnderWayTimeout) { () -> Bool in
+        // entry's file (a temporary file stands in the cache). Killed at once.
+        let received = try await act(once: {
             try FileManager.default.fileExists(atPath: lockFile)
                 && !FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty
-        }
+        }) { worker.signal(SIGKILL) }
         #expect(received, "the download never got under way")
-        worker.signal(SIGKILL)
+        if !received { worker.signal(SIGKILL) }
         await worker.wait()
         #expect(origin.requests(atLeast: 1).first?.path == "/slow/killed.bin")
         #expect(try !cache.contains(key: url.absoluteString))

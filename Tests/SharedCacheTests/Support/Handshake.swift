@@ -54,6 +54,21 @@ func offThePool<Value: Sendable, Failure: Error>(
     return try result.get()
 }
 
+/// Waits on a thread of its own until `condition` holds, and runs `action` on that thread the
+/// moment it does; returns whether it held within `timeout`. For a test that must act while
+/// something is under way (kill a download, cancel a fetch): a wait on the cooperative pool,
+/// which a loaded run can keep busy for minutes, once missed a 200-second download whole.
+func act(
+    once condition: @escaping @Sendable () throws -> Bool, within timeout: Duration = downloadUnderWayTimeout,
+    _ action: @escaping @Sendable () -> Void
+) async throws -> Bool {
+    try await offThePool {
+        guard try eventually(within: timeout, condition) else { return false }
+        action()
+        return true
+    }
+}
+
 /// Makes `path` a file of `size` zero bytes that takes no space (a hole), world-readable: a
 /// body for a slow download that lasts minutes, written in an instant.
 func makeSparseFile(_ path: String, size: Int) throws {
