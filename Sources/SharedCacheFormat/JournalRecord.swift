@@ -51,8 +51,23 @@ package enum JournalRecord: Equatable, Sendable {
     /// A placeholder a repair wrote over damaged bytes: the record with this sequence number is
     /// gone, and what it said with it.
     case lost
-    /// A record of a type this version does not know; skipped.
+    /// A record of a type this version does not know, or whose type the reader did not ask to
+    /// decode (see ``Types``); skipped.
     case unknown(type: UInt8)
+
+    /// Record types by their codes, for a reader that decodes only some of them: the compactor
+    /// looks for removals among a million stored records, whose keys it would copy for nothing.
+    package struct Types: OptionSet, Sendable {
+        package let rawValue: UInt16
+        package init(rawValue: UInt16) { self.rawValue = rawValue }
+        private init(code: UInt8) { rawValue = 1 << code }
+
+        package static let removed = Types(code: 2)
+        package static let sealed = Types(code: 4)
+        package static let all = Types(rawValue: .max)
+
+        func contains(code: UInt8) -> Bool { self == .all || (code < 16 && rawValue & (1 << code) != 0) }
+    }
 
     package static let frameHeaderSize = 17
     package static let maximumPayloadSize = 1 << 20
@@ -368,7 +383,7 @@ extension JournalRecord {
     /// carry its segment's tag, and its sequence number comes from its place.
     package static func decodeFrame(
         _ bytes: UnsafeRawBufferPointer, at offset: Int, in header: SegmentHeader,
-        base: Int64 = Int64(SegmentHeader.size)
+        base: Int64 = Int64(SegmentHeader.size), decoding types: Types = .all
     ) -> DecodedFrame {
         var reader = ByteReader(bytes, offset: offset)
         guard reader.remaining >= frameHeaderSize else { return .incomplete }
@@ -388,6 +403,9 @@ extension JournalRecord {
                 sequence = mark
             }
             let type: UInt8 = try reader.read()
+            guard types.contains(code: type) else {
+                return .record(.unknown(type: type), sequence: sequence, size: frameHeaderSize + length)
+            }
             var payload = ByteReader(try reader.readBytes(length))
             let record = try decodePayload(type: type, major: header.major, &payload)
             return .record(record, sequence: sequence, size: frameHeaderSize + length)

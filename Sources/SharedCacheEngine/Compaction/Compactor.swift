@@ -139,7 +139,8 @@ package final class Compactor: Sendable {
                             let segment = try JournalSegment.oldestThatOpens(
                                 among: JournalSegment.generations(in: directory), in: directory)
                         else { return }
-                        reader = JournalCursor(segment: segment, lastSequence: segment.header.firstSequence - 1)
+                        reader = JournalCursor(
+                            segment: segment, lastSequence: segment.header.firstSequence - 1, decoding: .removed)
                     }
                     // The cursor follows the seals through later segments.
                     let progress = try reader!.advance(in: directory) { record, _ in

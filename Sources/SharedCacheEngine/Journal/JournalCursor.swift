@@ -55,11 +55,18 @@ package final class JournalCursor {
     @exclusivity(unchecked) private var damageWithoutResumption: (generation: UInt64, offset: Int64, size: Int64)?
     @exclusivity(unchecked) private var buffer: [UInt8] = []
 
+    /// The records whose payloads are decoded; the others are applied as `.unknown(type:)`.
+    private let decoding: JournalRecord.Types
+
     /// Starts at the beginning of `segment`, treating records up to `lastSequence` as applied.
-    package init(segment: JournalSegment, lastSequence: UInt64) {
+    ///
+    /// - Parameter decoding: the records to decode (seals always are, to follow them); a
+    ///   reader after a few kinds skips copying the rest.
+    package init(segment: JournalSegment, lastSequence: UInt64, decoding: JournalRecord.Types = .all) {
         self.segment = segment
         self.offset = Int64(SegmentHeader.size)
         self.lastSequence = lastSequence
+        self.decoding = decoding.union(.sealed)
     }
 
     /// Applies every whole record past the position, following seals into later segments.
@@ -119,7 +126,8 @@ package final class JournalCursor {
             try buffer.withUnsafeBytes { raw in
                 let bytes = UnsafeRawBufferPointer(rebasing: raw[..<count])
                 decoding: while consumed < count {
-                    let frame = JournalRecord.decodeFrame(bytes, at: consumed, in: header, base: start)
+                    let frame = JournalRecord.decodeFrame(
+                        bytes, at: consumed, in: header, base: start, decoding: decoding)
                     switch frame {
                     case .record(let record, let sequence, let size):
                         if sequence <= lastSequence {

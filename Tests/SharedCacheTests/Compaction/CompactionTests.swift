@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import SharedCache
+@testable import SharedCacheEngine
 import SharedCachePlatform
 
 @Suite("Compaction and verification")
@@ -82,6 +83,29 @@ struct CompactionTests {
         try cache.put(key: "new", data: Data(count: 10))
         let third = try compactor.pass(CompactionOptions())
         #expect(third.blobsUnlinked == 0 && third.checkpoint != nil)
+        #expect(try cache.verify().isClean)
+    }
+
+    /// A process killed between journaling a removal and unlinking the blob leaves the blob
+    /// behind: the next compactor finds the removal in the journal (reading removals among the
+    /// stored records, which it does not decode) and unlinks it, rather than the orphan sweep an
+    /// hour later.
+    @Test func aBlobWhoseRemovalIsJournaledIsUnlinkedByTheNextCompactor() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace.withBlobFiles)
+        for index in 0..<3 { try cache.put(key: "kept \(index)", data: Data(count: 100)) }
+        try cache.put(key: "gone", data: Data(count: 100))
+        let hash = KeyHash(key: "gone")
+        let location = try #require(cache.engine.withState { $0.live.index[hash] }?.location)
+        // What `remove` journals, without the unlink that follows it.
+        try cache.engine.commit { _ in
+            ([.removed(RemovedRecord(hash: hash, location: location, reason: .manual, remover: .current))], ())
+        }
+        #expect(try blobFiles(in: directory("cache")).count == 4)
+
+        let compactor = try Compactor(cache: cache)
+        #expect(try Compactor.unlinkingNow(compactor) == 1)
+        #expect(try blobFiles(in: directory("cache")).count == 3)
         #expect(try cache.verify().isClean)
     }
 

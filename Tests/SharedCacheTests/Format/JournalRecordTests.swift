@@ -60,14 +60,14 @@ struct JournalRecordTests {
     }
 
     /// Decodes frames until one is not a whole valid record; returns what was decoded and why it stopped.
-    static func decodeAll(_ bytes: [UInt8], in header: SegmentHeader = segment) -> (
-        [(JournalRecord, UInt64)], DecodedFrame?
-    ) {
+    static func decodeAll(
+        _ bytes: [UInt8], in header: SegmentHeader = segment, decoding types: JournalRecord.Types = .all
+    ) -> ([(JournalRecord, UInt64)], DecodedFrame?) {
         bytes.withUnsafeBytes { raw in
             var offset = 0
             var decoded: [(JournalRecord, UInt64)] = []
             while offset < raw.count {
-                let frame = JournalRecord.decodeFrame(raw, at: offset, in: header)
+                let frame = JournalRecord.decodeFrame(raw, at: offset, in: header, decoding: types)
                 guard case .record(let record, let sequence, let size) = frame else { return (decoded, frame) }
                 decoded.append((record, sequence))
                 offset += size
@@ -158,6 +158,26 @@ struct JournalRecordTests {
         let (decoded, stop) = Self.decodeAll(writer.bytes)
         #expect(stop == nil)
         #expect(decoded.map(\.0) == [.unknown(type: 200), .sealed(nextGeneration: 7)])
+    }
+
+    /// A reader that asks for some types (the compactor, for removals) gets those whole and the
+    /// others as `.unknown` of their type, each numbered as it is; their checksums still count.
+    @Test func aReaderDecodesOnlyTheTypesItAsksFor() {
+        let bytes = Self.encode(Self.records)
+        let (decoded, stop) = Self.decodeAll(bytes, decoding: [.removed, .sealed])
+        #expect(stop == nil)
+        #expect(
+            decoded.map(\.0)
+                == Self.records.map { record in
+                    switch record {
+                    case .removed, .sealed: record
+                    default: .unknown(type: record.typeCode)
+                    }
+                })
+        #expect(decoded.map(\.1) == Self.sequences(Self.records))
+        var flipped = bytes
+        flipped[30] ^= 0x01  // in the first record, a stored one
+        #expect(Self.decodeAll(flipped, decoding: .removed).1 == .corrupt(.checksumMismatch))
     }
 
     /// A length field of 4 GiB must be rejected before anything is allocated for it.
