@@ -40,9 +40,12 @@ struct DemoRun {
         compactor.errors?.forEachLine { line in printer.compactor(line) }
         for child in children { guard child.nextLine() == "ready" else { throw DemoError.childFailed } }
         let summaries = Locked([Int: ClientSummary]())
+        // Every client says it is done, then (once it heard the end marker) reports.
         let done = DispatchGroup()
+        let reported = DispatchGroup()
         for (index, child) in children.enumerated() {
             done.enter()
+            reported.enter()
             child.output?.forEachLine { line in
                 if line == "done" {
                     done.leave()
@@ -51,6 +54,7 @@ struct DemoRun {
                         ClientSummary.self, from: Data(line.dropFirst(8).utf8))
                 {
                     summaries.withLock { $0[summary.client] = summary }
+                    reported.leave()
                 } else {
                     printer.client(index + 1, line)
                 }
@@ -70,6 +74,9 @@ struct DemoRun {
         try cache.put(key: endKey, data: Data())
         try cache.remove(key: endKey)
         for child in children { child.wait() }
+        // Its last line may still be on its way from the pipe when a client has exited. (The
+        // bound is for one that died without reporting: the summary then says so.)
+        _ = reported.wait(timeout: .now() + 60)
 
         let statistics = try cache.statistics()
         return try summarize(summaries.withLock { $0 }, statistics: statistics, printer: printer, directory: directory)
