@@ -73,7 +73,7 @@ struct DocumentationSnippetTests {
     }
 
     @Test(.enabled(if: swiftc != nil, "needs swiftc"))
-    func everySnippetUsingOnlySharedCacheAndFoundationCompiles() throws {
+    func everySnippetUsingOnlySharedCacheAndFoundationCompiles() async throws {
         let all = try Self.documents.flatMap(Self.snippets)
         let compiled = all.filter { snippet in
             let first = snippet.code.split(separator: "\n").first.map(String.init) ?? ""
@@ -96,14 +96,17 @@ struct DocumentationSnippetTests {
         try source.write(toFile: file, atomically: true, encoding: .utf8)
 
         let products = Worker.executable.deletingLastPathComponent()
-        let (termination, output) = try ChildProcess.run(
-            URL(fileURLWithPath: Self.swiftc!),
-            arguments: [
-                "-typecheck", "-swift-version", "6", "-I", products.appendingPathComponent("Modules").path,
-                "-Xcc",
-                "-fmodule-map-file=" + products.appendingPathComponent("CSharedCacheSupport.build/module.modulemap").path,
-                file,
-            ])
+        let (termination, output) = try await offThePool {
+            try ChildProcess.run(
+                URL(fileURLWithPath: Self.swiftc!),
+                arguments: [
+                    "-typecheck", "-swift-version", "6", "-I", products.appendingPathComponent("Modules").path,
+                    "-Xcc",
+                    "-fmodule-map-file="
+                        + products.appendingPathComponent("CSharedCacheSupport.build/module.modulemap").path,
+                    file,
+                ])
+        }
         let problems = output.split(separator: "\n").filter { $0.contains("error:") }
         #expect(termination == .exited(0) && problems.isEmpty, "\(problems.joined(separator: "\n"))\n\(output)")
     }

@@ -9,7 +9,7 @@ import Testing
 /// retired segment, `verify` reports it, and `verify --repair` removes it.
 @Suite("A damaged retired journal segment")
 struct RetiredSegmentTests {
-    @Test func anEmptiedCheckpointedSegmentStopsNothingAndVerifyRepairsIt() throws {
+    @Test func anEmptiedCheckpointedSegmentStopsNothingAndVerifyRepairsIt() async throws {
         let directory = try TemporaryDirectory()
         let path = directory("cache")
         do {
@@ -24,15 +24,15 @@ struct RetiredSegmentTests {
         #expect(FileManager.default.fileExists(atPath: oldest))
         #expect(truncate(oldest, 0) == 0)
 
-        let compact = try Tool.admin.run(["--dir", path, "compact"])
+        let compact = try await Tool.admin.run(["--dir", path, "compact"])
         #expect(compact.status == 0, "\(compact.errors)")
-        let found = try Tool.admin.run(["--dir", path, "verify"])
+        let found = try await Tool.admin.run(["--dir", path, "verify"])
         #expect(found.status == 65)
-        let repaired = try Tool.admin.run(["--dir", path, "verify", "--repair"])
+        let repaired = try await Tool.admin.run(["--dir", path, "verify", "--repair"])
         #expect(repaired.status == 0, "\(repaired.errors)")
         #expect(!FileManager.default.fileExists(atPath: oldest))
-        #expect(try Tool.admin.run(["--dir", path, "verify"]).status == 0)
-        #expect(try Tool.daemon.run(["--dir", path, "--once"]).status == 0)
+        #expect(try await Tool.admin.run(["--dir", path, "verify"]).status == 0)
+        #expect(try await Tool.daemon.run(["--dir", path, "--once"]).status == 0)
 
         let cache = try SharedCache(directory: path)
         #expect(try cache.get(key: "a")?.data == Data("one".utf8))

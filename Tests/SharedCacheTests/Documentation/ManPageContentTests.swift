@@ -30,15 +30,15 @@ struct ManPageContentTests {
     /// How mdoc writes an option: `--dir` is `Fl -dir`, `-o` is `Fl o`.
     static func mdoc(_ option: String) -> String { "Fl \(option.dropFirst())" }
 
-    @Test func everyOptionOfEveryAdminCommandIsInTheManPage() throws {
+    @Test func everyOptionOfEveryAdminCommandIsInTheManPage() async throws {
         let page = try Self.page("sharedcache.1")
         // Every command the overview lists.
-        let commands = try Tool.admin.run(["--help"]).output.split(separator: "\n")
+        let commands = try await Tool.admin.run(["--help"]).output.split(separator: "\n")
             .filter { $0.hasPrefix("  ") && !$0.hasPrefix("   ") }
             .compactMap { $0.split(separator: " ").first.map(String.init) }
         #expect(commands.contains("fetch") && commands.contains("demo") && commands.count >= 13)
         for command in commands where command != "help" {
-            let help = try Tool.admin.run(["help", command]).output
+            let help = try await Tool.admin.run(["help", command]).output
             #expect(page.contains("Cm \(command)"), "\(command)")
             for option in Self.options(inHelp: help) {
                 #expect(page.contains(Self.mdoc(option)), "sharedcache \(command) \(option) is not in sharedcache(1)")
@@ -46,9 +46,9 @@ struct ManPageContentTests {
         }
     }
 
-    @Test func everyOptionOfTheDaemonIsInItsManPage() throws {
+    @Test func everyOptionOfTheDaemonIsInItsManPage() async throws {
         let page = try Self.page("sharedcached.8")
-        let options = Self.options(inHelp: try Tool.daemon.run(["--help"]).output)
+        let options = Self.options(inHelp: try await Tool.daemon.run(["--help"]).output)
         #expect(options.count >= 7)
         for option in options { #expect(page.contains(Self.mdoc(option)), "\(option) is not in sharedcached(8)") }
     }

@@ -29,13 +29,15 @@ struct ManPageTests {
     @Test(
         .enabled(if: Requirements.isInstalled(mandoc) || Requirements.isInstalled(groff), "needs mandoc or groff"),
         arguments: expectedPages)
-    func lintsClean(page: String) throws {
+    func lintsClean(page: String) async throws {
         let path = Self.manDirectory.appendingPathComponent(page).path
         #expect(FileManager.default.fileExists(atPath: path), "\(path) is missing")
         let mandoc = Requirements.isInstalled(Self.mandoc)
-        let (termination, text) = try ChildProcess.run(
-            URL(fileURLWithPath: mandoc ? Self.mandoc : Self.groff),
-            arguments: mandoc ? ["-T", "lint", "-W", "warning", path] : ["-mdoc", "-ww", "-z", path])
+        let (termination, text) = try await offThePool {
+            try ChildProcess.run(
+                URL(fileURLWithPath: mandoc ? Self.mandoc : Self.groff),
+                arguments: mandoc ? ["-T", "lint", "-W", "warning", path] : ["-mdoc", "-ww", "-z", path])
+        }
         #expect(text.isEmpty, "\(text)")
         #expect(termination == .exited(0))
     }

@@ -46,18 +46,18 @@ struct MultiProcessTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: "\(cache)/tmp").isEmpty)
     }
 
-    @Test func anotherProcessSeesPutsAndRemovals() throws {
+    @Test func anotherProcessSeesPutsAndRemovals() async throws {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))
-        #expect(try Worker.run(["put", directory("cache"), "shared", "from the worker"]).status == 0)
+        #expect(try await Worker.run(["put", directory("cache"), "shared", "from the worker"]).status == 0)
         #expect(try cache.get(key: "shared")?.data == Data("from the worker".utf8))
         try cache.put(key: "shared", data: Data("from the test".utf8))
-        let read = try Worker.run(["get", directory("cache"), "shared"])
+        let read = try await Worker.run(["get", directory("cache"), "shared"])
         #expect(read.status == 0)
         #expect(read.output == "from the test")
-        #expect(try Worker.run(["remove", directory("cache"), "shared"]).status == 0)
+        #expect(try await Worker.run(["remove", directory("cache"), "shared"]).status == 0)
         #expect(try cache.get(key: "shared") == nil)
-        #expect(try Worker.run(["get", directory("cache"), "shared"]).status == 1)
+        #expect(try await Worker.run(["get", directory("cache"), "shared"]).status == 1)
     }
 
     /// A writer killed with SIGKILL at random moments, 24 times: after each kill the cache opens,

@@ -98,7 +98,7 @@ struct SubscriptionProcessTests {
     /// File-event subscribers re-check only once a minute, so they hear the removals through
     /// inotify or not at time; every wait on another process is a line it printed, bounded.
     @Test(arguments: ["events", "polling"])
-    func everyRemovalReachesEverySubscriberOnce(watching: String) throws {
+    func everyRemovalReachesEverySubscriberOnce(watching: String) async throws {
         let directory = try TemporaryDirectory()
         let cache = directory("cache")
         _ = try SharedCache(directory: cache)
@@ -108,13 +108,15 @@ struct SubscriptionProcessTests {
         defer {
             for child in subscribers + [remover].compactMap({ $0 }) where child.isRunning { child.signal(SIGKILL) }
         }
-        for subscriber in subscribers { #expect(subscriber.nextLine(within: .seconds(60)) == "ready") }
+        for subscriber in subscribers { #expect(await subscriber.nextLine(within: .seconds(60)) == "ready") }
         var heard: [[String]] = [[], [], []]  // lines each subscriber printed, read so far
         /// Waits until subscriber `index` printed the removal of `key`.
-        func waitUntil(_ index: Int, heard key: String) throws {
+        func waitUntil(_ index: Int, heard key: String) async throws {
             let hash = KeyHash(key: key).hex
             let lines = try #require(
-                subscribers[index].output?.lines(through: { $0.contains(hash) }, within: .seconds(60)),
+                await offThePool {
+                    subscribers[index].output?.lines(through: { $0.contains(hash) }, within: .seconds(60))
+                },
                 "subscriber \(index) never heard \(key)")
             heard[index] += lines
         }
@@ -122,30 +124,33 @@ struct SubscriptionProcessTests {
         let script = try ChildProcess(Worker.executable, arguments: ["remover", cache], input: .pipe)
         remover = script
 
-        try #require(script.nextLine(within: .seconds(60)) == "phase 1")
+        try #require(await script.nextLine(within: .seconds(60)) == "phase 1")
         // What the paused subscriber knows: everything live at phase 1, which it has read.
         let liveAtPause = Set(try SharedCache(directory: cache).liveHashes())
         let paused = subscribers[2]
-        try waitUntil(2, heard: "__phase 1__")
+        try await waitUntil(2, heard: "__phase 1__")
         paused.signal(SIGSTOP)
         // kill(2) returns before the process has stopped; wait until the kernel says it has.
-        #expect(eventually { Self.isStopped(paused.processID) }, "SIGSTOP did not stop the subscriber")
+        #expect(
+            await offThePool { eventually { Self.isStopped(paused.processID) } }, "SIGSTOP did not stop the subscriber")
         script.send("go")
-        try #require(script.nextLine(within: .seconds(60)) == "phase 2")
+        try #require(await script.nextLine(within: .seconds(60)) == "phase 2")
         // The two running subscribers have read on; now the remover moves its clock past the
         // retention and checkpoints.
-        try waitUntil(0, heard: "__phase 2__")
-        try waitUntil(1, heard: "__phase 2__")
+        try await waitUntil(0, heard: "__phase 2__")
+        try await waitUntil(1, heard: "__phase 2__")
         script.send("go")
-        try #require(script.nextLine(within: .seconds(60)) == "phase 3")
+        try #require(await script.nextLine(within: .seconds(60)) == "phase 3")
         let liveAtResume = Set(try SharedCache(directory: cache).liveHashes())
         // Checkpoints ran while it was stopped and retired the segments it was reading.
         #expect(!FileManager.default.fileExists(atPath: "\(cache)/journal/0000000000000002"))
         paused.signal(SIGCONT)
         script.send("go")
-        let expectedLines = try #require(script.output?.lines(through: { $0 == "end" }, within: .seconds(60)))
-            .dropLast()
-        #expect(script.wait() == .exited(0))
+        let expectedLines = try #require(
+            await offThePool { script.output?.lines(through: { $0 == "end" }, within: .seconds(60)) }
+        )
+        .dropLast()
+        #expect(await script.wait() == .exited(0))
         let expected = expectedLines.map { line -> (hash: String, reason: String) in
             let fields = line.split(separator: " ")
             return (String(fields[0]), String(fields[1]))
@@ -156,7 +161,8 @@ struct SubscriptionProcessTests {
         for (index, subscriber) in subscribers.enumerated() {
             var events: [Event] = []
             var resynchronizations = -1
-            let rest = try #require(subscriber.output?.rest(within: .seconds(120)), "subscriber \(index) did not finish")
+            let rest = try #require(
+                await subscriber.output?.rest(within: .seconds(120)), "subscriber \(index) did not finish")
             for line in heard[index] + rest {
                 if line.hasPrefix("resynchronizations=") {
                     resynchronizations = Int(line.dropFirst("resynchronizations=".count)) ?? -1
@@ -164,7 +170,7 @@ struct SubscriptionProcessTests {
                     events.append(event)
                 }
             }
-            #expect(subscriber.wait() == .exited(0))
+            #expect(await subscriber.wait() == .exited(0))
             results.append((events, resynchronizations))
         }
 

@@ -47,4 +47,10 @@ extension AdminToolSuite {
     func run(_ arguments: String..., input: String? = nil) throws -> Worker.Result {
         try Tool.admin.run(arguments, input: input.map { Data($0.utf8) }, environment: ["SHAREDCACHE_DIR": cache])
     }
+
+    /// ``run(_:input:)`` for async tests: it waits on a thread of its own (``offThePool(_:)``).
+    func run(_ arguments: String..., input: String? = nil) async throws -> Worker.Result {
+        try await Tool.admin.run(
+            arguments, input: input.map { Data($0.utf8) }, environment: ["SHAREDCACHE_DIR": cache])
+    }
 }

@@ -23,13 +23,13 @@ struct BodyStreamingTests {
         directory = try TemporaryDirectory()
     }
 
-    func run(_ arguments: String..., input: Data? = nil) throws -> Worker.Result {
-        try Tool.admin.run(arguments, input: input, environment: ["SHAREDCACHE_DIR": cache])
+    func run(_ arguments: String..., input: Data? = nil) async throws -> Worker.Result {
+        try await Tool.admin.run(arguments, input: input, environment: ["SHAREDCACHE_DIR": cache])
     }
 
     /// Runs the tool asking it to report its peak memory on its way out.
-    func measured(_ arguments: String..., input: Data? = nil) throws -> Worker.Result {
-        try Tool.admin.run(
+    func measured(_ arguments: String..., input: Data? = nil) async throws -> Worker.Result {
+        try await Tool.admin.run(
             arguments, input: input, environment: ["SHAREDCACHE_DIR": cache, "SHAREDCACHE_REPORT_PEAK_MEMORY": "1"])
     }
 
@@ -40,9 +40,9 @@ struct BodyStreamingTests {
 
     /// How much more memory a measured run of the tool took than a put and a get of one byte
     /// (whichever peaked higher); `Int.max` when it did not say.
-    func growthKilobytes(_ errors: String) throws -> Int {
+    func growthKilobytes(_ errors: String) async throws -> Int {
         let baseline =
-            try [
+            try await [
                 peakKilobytes(measured("put", "baseline", input: Data("x".utf8))),
                 peakKilobytes(measured("get", "baseline")),
             ].map { $0 ?? 0 }.max() ?? 0
@@ -73,7 +73,7 @@ struct BodyStreamingTests {
 
     /// Issue 18: a body over 2 GiB came back with its tail replaced by its head (a short
     /// write(2) restarted from the start of the buffer) and exit 0.
-    @Test func aBodyOver2GiBComesBackByteForByte() throws {
+    @Test func aBodyOver2GiBComesBackByteForByte() async throws {
         let size: UInt64 = (2 << 30) + 4
         let source = directory("big.bin")
         #expect(FileManager.default.createFile(atPath: source, contents: Data("HEAD".utf8)))
@@ -82,17 +82,17 @@ struct BodyStreamingTests {
         try handle.write(contentsOf: Data("TAIL".utf8))
         try handle.close()
 
-        let put = try measured("put", "big", source)
+        let put = try await measured("put", "big", source)
         #expect(put.status == 0, "\(put.errors)")
-        #expect(try growthKilobytes(put.errors) < Self.growthLimitKilobytes)
-        let show = try run("show", "big", "--json")
+        #expect(try await growthKilobytes(put.errors) < Self.growthLimitKilobytes)
+        let show = try await run("show", "big", "--json")
         let entry = try #require(JSONSerialization.jsonObject(with: Data(show.output.utf8)) as? [String: Any])
         #expect((entry["size"] as? NSNumber)?.uint64Value == size)
 
         let copy = directory("copy.bin")
-        let get = try measured("get", "big", "-o", copy)
+        let get = try await measured("get", "big", "-o", copy)
         #expect(get.status == 0, "\(get.errors)")
-        #expect(try growthKilobytes(get.errors) < Self.growthLimitKilobytes)
+        #expect(try await growthKilobytes(get.errors) < Self.growthLimitKilobytes)
         #expect(
             try sparseContents(of: copy) == SparseContents(size: size, head: "HEAD", tail: "TAIL", zerosBetween: true))
     }
@@ -147,7 +147,7 @@ struct BodyStreamingTests {
 
     /// Holes are skipped, not read, on the way in and out, and their zeros are still in the
     /// checksum: `verify` reads the blob whole and checks it as any get does.
-    @Test func holesAreSkippedAndStillChecksummed() throws {
+    @Test func holesAreSkippedAndStillChecksummed() async throws {
         let seed = UInt64.random(in: 0..<UInt64.max)
         print("seed \(seed)")
         let data = Self.body(megabytes: 2, seed: seed)
@@ -160,44 +160,44 @@ struct BodyStreamingTests {
         try handle.close()
         let expected = try Data(contentsOf: URL(fileURLWithPath: source))
 
-        #expect(try run("put", "sparse", source).status == 0)
-        #expect(try run("verify").status == 0)
+        #expect(try await run("put", "sparse", source).status == 0)
+        #expect(try await run("verify").status == 0)
         let stdout = try Tool.admin.start(["get", "sparse"], environment: ["SHAREDCACHE_DIR": cache])
-        #expect(stdout.output?.remainingData() == expected)
-        stdout.wait()
-        #expect(try run("get", "sparse", "-o", directory("copy.bin")).status == 0)
+        #expect(await offThePool { stdout.output?.remainingData() } == expected)
+        await stdout.wait()
+        #expect(try await run("get", "sparse", "-o", directory("copy.bin")).status == 0)
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory("copy.bin"))) == expected)
         // From a pipe, the zeros arrive as bytes and are written as holes all the same.
-        #expect(try run("put", "piped", input: expected).status == 0)
-        #expect(try run("verify").status == 0)
-        #expect(try run("get", "piped", "-o", directory("piped.bin")).status == 0)
+        #expect(try await run("put", "piped", input: expected).status == 0)
+        #expect(try await run("verify").status == 0)
+        #expect(try await run("get", "piped", "-o", directory("piped.bin")).status == 0)
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory("piped.bin"))) == expected)
     }
 
     /// Standard input to the cache and the cache to standard output, in bounded memory.
-    @Test func standardInputAndOutputStreamInBoundedMemory() throws {
+    @Test func standardInputAndOutputStreamInBoundedMemory() async throws {
         let seed = UInt64.random(in: 0..<UInt64.max)
         print("seed \(seed)")
         let body = Self.body(megabytes: 96, seed: seed)
-        let put = try measured("put", "piped", input: body)
+        let put = try await measured("put", "piped", input: body)
         #expect(put.status == 0, "\(put.errors)")
-        #expect(try growthKilobytes(put.errors) < Self.growthLimitKilobytes)
+        #expect(try await growthKilobytes(put.errors) < Self.growthLimitKilobytes)
 
         let get = try Tool.admin.start(
             ["get", "piped"], environment: ["SHAREDCACHE_DIR": cache, "SHAREDCACHE_REPORT_PEAK_MEMORY": "1"])
-        let output = get.output?.remainingData()
-        let errors = get.errors?.remainingText() ?? ""
-        #expect(get.wait() == .exited(0))
+        let output = await offThePool { get.output?.remainingData() }
+        let errors = await offThePool { get.errors?.remainingText() ?? "" }
+        #expect(await get.wait() == .exited(0))
         #expect(output == body)
-        #expect(try growthKilobytes(errors) < Self.growthLimitKilobytes)
+        #expect(try await growthKilobytes(errors) < Self.growthLimitKilobytes)
     }
 
     /// A body that fails its checksum while being copied is a miss, and the output file is not
     /// published: no file, no temporary file left beside it. Standard output gets nothing.
-    @Test func aDamagedBodyIsNeverWrittenOut() throws {
+    @Test func aDamagedBodyIsNeverWrittenOut() async throws {
         let body = Self.body(megabytes: 3, seed: 18)
         for target in ["file", "stdout"] {
-            #expect(try run("put", "damaged", input: body).status == 0)
+            #expect(try await run("put", "damaged", input: body).status == 0)
             let blob = try #require(try blobFiles(in: cache).first)
             let path = "\(cache)/blobs/\(blob)"
             let handle = try #require(FileHandle(forUpdatingAtPath: path))
@@ -210,21 +210,22 @@ struct BodyStreamingTests {
             let folder = directory("out-\(target)")
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
             let result =
-                target == "file" ? try run("get", "damaged", "-o", "\(folder)/body") : try run("get", "damaged")
+                target == "file"
+                ? try await run("get", "damaged", "-o", "\(folder)/body") : try await run("get", "damaged")
             #expect(result.status == 1)
             #expect(result.output.isEmpty)
             #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
-            #expect(try run("show", "damaged").status == 1)  // journaled as corrupt
+            #expect(try await run("show", "damaged").status == 1)  // journaled as corrupt
         }
     }
 
     /// Issue 18: `get -o DIRECTORY` said "NSCocoaErrorDomain error 512".
-    @Test func anOutputThatCannotBeCreatedExits73() throws {
-        #expect(try run("put", "k", input: Data("v".utf8)).status == 0)
+    @Test func anOutputThatCannotBeCreatedExits73() async throws {
+        #expect(try await run("put", "k", input: Data("v".utf8)).status == 0)
         let folder = directory("folder")
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
         for destination in [folder, folder + "/", directory("missing/body")] {
-            let result = try run("get", "k", "-o", destination)
+            let result = try await run("get", "k", "-o", destination)
             #expect(result.status == 73)
             #expect(isOneHumanLine(result.errors), "\(result.errors)")
         }
@@ -234,8 +235,8 @@ struct BodyStreamingTests {
     /// A FIFO (or device) named with -o is written as a stream, never replaced by a file. (An
     /// atomic write renames over it: run as root, `get -o /dev/null` replaced /dev/null with a
     /// regular file, so this test uses a FIFO of its own.)
-    @Test func anOutputFIFOIsWrittenNotReplaced() throws {
-        #expect(try run("put", "k", input: Data("through a fifo".utf8)).status == 0)
+    @Test func anOutputFIFOIsWrittenNotReplaced() async throws {
+        #expect(try await run("put", "k", input: Data("through a fifo".utf8)).status == 0)
         let fifo = directory("out.fifo")
         #expect(mkfifo(fifo, 0o600) == 0)
         // Held open for reading and writing (which never waits) so the tool's open does not wait
@@ -243,7 +244,7 @@ struct BodyStreamingTests {
         let reader = open(fifo, O_RDWR | O_NONBLOCK | O_CLOEXEC)
         #expect(reader >= 0)
         defer { close(reader) }
-        #expect(try run("get", "k", "-o", fifo).status == 0)
+        #expect(try await run("get", "k", "-o", fifo).status == 0)
         var buffer = [UInt8](repeating: 0, count: 64)
         let count = read(reader, &buffer, buffer.count)
         #expect(count > 0 && Data(buffer[..<count]) == Data("through a fifo".utf8))
@@ -254,14 +255,14 @@ struct BodyStreamingTests {
     /// Issue 18: `put k /dev/null` failed while `put k < /dev/null` worked. A device named as
     /// FILE is read as a stream.
     @Test(.enabled(if: isCharacterDevice("/dev/null"), "/dev/null is not a character device on this machine"))
-    func putReadsADevice() throws {
-        #expect(try run("put", "empty", "/dev/null").status == 0)
-        let empty = try run("get", "empty")
+    func putReadsADevice() async throws {
+        #expect(try await run("put", "empty", "/dev/null").status == 0)
+        let empty = try await run("get", "empty")
         #expect(empty.status == 0 && empty.output.isEmpty)
     }
 
     /// A FIFO named as FILE is read as a stream too.
-    @Test func putReadsAFIFO() throws {
+    @Test func putReadsAFIFO() async throws {
 
         let fifo = directory("fifo")
         #expect(mkfifo(fifo, 0o600) == 0)
@@ -272,9 +273,9 @@ struct BodyStreamingTests {
             try? handle.close()
         }
         writer.start()
-        #expect(try run("put", "fifo", fifo).status == 0)
-        #expect(try run("get", "fifo").output == "through a fifo")
-        #expect(try run("put", "k", directory("")).status == 66)  // a directory is not a body
+        #expect(try await run("put", "fifo", fifo).status == 0)
+        #expect(try await run("get", "fifo").output == "through a fifo")
+        #expect(try await run("put", "k", directory("")).status == 66)  // a directory is not a body
     }
 }
 

@@ -22,19 +22,19 @@ struct DamageAdviceTests: AdminToolSuite {
     }
 
     /// Stores two entries, checkpoints them into the manifest, and stores a third after it.
-    func populate() throws {
-        #expect(try run("put", "k1", input: "v1").status == 0)
-        #expect(try run("put", "k2", input: "v2").status == 0)
-        #expect(try run("compact").status == 0)
-        #expect(try run("put", "k3", input: "v3").status == 0)
+    func populate() async throws {
+        #expect(try await run("put", "k1", input: "v1").status == 0)
+        #expect(try await run("put", "k2", input: "v2").status == 0)
+        #expect(try await run("compact").status == 0)
+        #expect(try await run("put", "k3", input: "v3").status == 0)
     }
 
     /// The cache answers again: what the manifest held is there, and a new entry round-trips.
-    func expectUsable(_ comment: Comment? = nil) throws {
-        #expect(try run("get", "k1").output == "v1", comment)
-        #expect(try run("put", "new", input: "n").status == 0, comment)
-        #expect(try run("get", "new").output == "n", comment)
-        #expect(try run("verify").status == 0, comment)
+    func expectUsable(_ comment: Comment? = nil) async throws {
+        #expect(try await run("get", "k1").output == "v1", comment)
+        #expect(try await run("put", "new", input: "n").status == 0, comment)
+        #expect(try await run("get", "new").output == "n", comment)
+        #expect(try await run("verify").status == 0, comment)
     }
 
     func newestSegment() throws -> String {
@@ -43,8 +43,8 @@ struct DamageAdviceTests: AdminToolSuite {
     }
 
     @Test(arguments: ["fifo", "garbage"])
-    func somethingElseWhereAJournalSegmentBelongs(damage: String) throws {
-        try populate()
+    func somethingElseWhereAJournalSegmentBelongs(damage: String) async throws {
+        try await populate()
         let segment = try newestSegment()
         try FileManager.default.removeItem(atPath: segment)
         if damage == "fifo" {
@@ -52,98 +52,98 @@ struct DamageAdviceTests: AdminToolSuite {
         } else {
             try Data("not a journal segment at all".utf8).write(to: URL(fileURLWithPath: segment))
         }
-        let result = try run("ls")
+        let result = try await run("ls")
         #expect(result.status == (damage == "fifo" ? 69 : 65))
         #expect(isOneHumanLine(result.errors), "\(result.errors)")
         // The advice: remove it and run `sharedcache verify --repair`.
         try FileManager.default.removeItem(atPath: segment)
-        #expect(try run("verify", "--repair").status == 0)
-        try expectUsable()
+        #expect(try await run("verify", "--repair").status == 0)
+        try await expectUsable()
     }
 
-    @Test func aDirectoryWhereTheManifestBelongs() throws {
-        try populate()
+    @Test func aDirectoryWhereTheManifestBelongs() async throws {
+        try await populate()
         try FileManager.default.removeItem(atPath: "\(cache)/manifest")
         try FileManager.default.createDirectory(atPath: "\(cache)/manifest", withIntermediateDirectories: false)
-        let result = try run("ls")
+        let result = try await run("ls")
         #expect(result.status == 69)
         #expect(isOneHumanLine(result.errors), "\(result.errors)")
         // The advice: remove it; the manifest is rebuilt from the blobs.
         try FileManager.default.removeItem(atPath: "\(cache)/manifest")
-        #expect(try run("ls").status == 0)
-        try expectUsable()
+        #expect(try await run("ls").status == 0)
+        try await expectUsable()
     }
 
-    @Test func aFIFOWhereTheCompactorLockBelongs() throws {
-        try populate()
+    @Test func aFIFOWhereTheCompactorLockBelongs() async throws {
+        try await populate()
         try? FileManager.default.removeItem(atPath: "\(cache)/daemon")
         #expect(mkfifo("\(cache)/daemon", 0o600) == 0)
-        let result = try run("compact")
+        let result = try await run("compact")
         #expect(result.status == 69)
         #expect(isOneHumanLine(result.errors), "\(result.errors)")
-        let daemon = try Tool.daemon.run(["--dir", cache, "--once"])
+        let daemon = try await Tool.daemon.run(["--dir", cache, "--once"])
         #expect(daemon.status == 69)
         // The advice: remove it; the next compactor makes a new one.
         try FileManager.default.removeItem(atPath: "\(cache)/daemon")
-        #expect(try run("compact").status == 0)
-        #expect(try Tool.daemon.run(["--dir", cache, "--once"]).status == 0)
-        try expectUsable()
+        #expect(try await run("compact").status == 0)
+        #expect(try await Tool.daemon.run(["--dir", cache, "--once"]).status == 0)
+        try await expectUsable()
     }
 
-    @Test func anEmptyDirectoryIsAUsageError() throws {
+    @Test func anEmptyDirectoryIsAUsageError() async throws {
         for arguments in [["--dir", "", "stat"], ["--dir=", "stat"], ["stat", "--dir", ""]] {
-            let result = try Tool.admin.run(arguments)
+            let result = try await Tool.admin.run(arguments)
             #expect(result.status == 64, "\(arguments)")
             #expect(isOneHumanLine(result.errors), "\(result.errors)")
         }
-        #expect(try Tool.daemon.run(["--dir", "", "--once"]).status == 64)
+        #expect(try await Tool.daemon.run(["--dir", "", "--once"]).status == 64)
     }
 
     /// A symbolic link where a file of the cache belongs names that file and says to remove the
     /// link (the message used to say to replace it "with the folder it points to").
     @Test(arguments: ["config", "manifest", "format", "lock", "daemon", "stats"])
-    func aSymbolicLinkWhereACacheFileBelongs(name: String) throws {
-        try populate()
+    func aSymbolicLinkWhereACacheFileBelongs(name: String) async throws {
+        try await populate()
         let file = "\(cache)/\(name)", aside = directory("\(name).aside")
         if !FileManager.default.fileExists(atPath: file) {
             _ = FileManager.default.createFile(atPath: file, contents: nil)
         }
         try FileManager.default.moveItem(atPath: file, toPath: aside)
         try FileManager.default.createSymbolicLink(atPath: file, withDestinationPath: aside)
-        let result = try run("compact")
+        let result = try await run("compact")
         #expect(result.status == 69)
         #expect(isOneHumanLine(result.errors), "\(result.errors)")
         // The advice: remove the link, and put a copy of what it points to in its place; for a
         // lock or the counters (which hold nothing to keep), only remove it.
         try FileManager.default.removeItem(atPath: file)
         if !["lock", "daemon", "stats"].contains(name) { try FileManager.default.copyItem(atPath: aside, toPath: file) }
-        #expect(try run("compact").status == 0)
-        try expectUsable()
+        #expect(try await run("compact").status == 0)
+        try await expectUsable()
     }
 
     /// A symbolic link where a blob belongs: `verify` says so, and `verify --repair` removes it.
-    @Test func aSymbolicLinkWhereABlobBelongs() throws {
+    @Test func aSymbolicLinkWhereABlobBelongs() async throws {
         _ = try SharedCache(directory: cache, configuration: .blobFiles)  // every body in a blob file
-        try populate()
+        try await populate()
         let path = try #require(try SharedCache(directory: cache).listEntries().first { $0.key == "k2" }).path
         try FileManager.default.moveItem(atPath: path, toPath: directory("blob.aside"))
         try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: directory("blob.aside"))
-        let found = try run("verify", "--json")
+        let found = try await run("verify", "--json")
         #expect(found.status == 65)
         let problems = try #require(
             (try JSONSerialization.jsonObject(with: Data(found.output.utf8)) as? [String: Any])?["problems"]
                 as? [[String: Any]])
         #expect(problems.count == 1)
-        #expect(try run("verify", "--repair").status == 0)
+        #expect(try await run("verify", "--repair").status == 0)
         #expect(!FileManager.default.fileExists(atPath: path))
-        #expect(try run("get", "k2").status == 1)
-        try expectUsable()
+        #expect(try await run("get", "k2").status == 1)
+        try await expectUsable()
     }
 
     /// A symbolic link where a pack segment belongs: the entries in it are misses, `verify`
     /// reports them and the link, and `verify --repair` removes both.
-    @Test func aSymbolicLinkWhereAPackSegmentBelongs() throws {
-        try populate()
+    @Test func aSymbolicLinkWhereAPackSegmentBelongs() async throws {
+        try await populate()
         let segments = try packSegments(in: cache)
         #expect(!segments.isEmpty)
         for segment in segments {
@@ -151,40 +151,40 @@ struct DamageAdviceTests: AdminToolSuite {
             try FileManager.default.moveItem(atPath: path, toPath: directory("\(segment).aside"))
             try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: directory("\(segment).aside"))
         }
-        let found = try run("verify")
+        let found = try await run("verify")
         #expect(found.status == 65)
-        #expect(try run("verify", "--repair").status == 0)
+        #expect(try await run("verify", "--repair").status == 0)
         #expect(try packSegments(in: cache).isEmpty)
-        #expect(try run("get", "k2").status == 1)
-        #expect(try run("verify").status == 0)
-        #expect(try run("put", "new", input: "n").status == 0)
-        #expect(try run("get", "new").output == "n")
+        #expect(try await run("get", "k2").status == 1)
+        #expect(try await run("verify").status == 0)
+        #expect(try await run("put", "new", input: "n").status == 0)
+        #expect(try await run("get", "new").output == "n")
     }
 
     /// A config file with a bad line: the message says which line, without Swift's debug text,
     /// and its advice works (`sharedcache config` itself cannot open a cache whose config is bad).
-    @Test func aDamagedConfigFile() throws {
-        try populate()
+    @Test func aDamagedConfigFile() async throws {
+        try await populate()
         try Data("size-limit = lots\n".utf8).write(to: URL(fileURLWithPath: "\(cache)/config"))
-        let result = try run("stat")
+        let result = try await run("stat")
         #expect(result.status == 65)
         #expect(isOneHumanLine(result.errors), "\(result.errors)")
         // The advice: fix the line, or remove the file and set the limits again.
         try FileManager.default.removeItem(atPath: "\(cache)/config")
-        #expect(try run("config", "size-limit", "5M").status == 0)
-        #expect(try run("config", "size-limit").output == "5000000\n")
-        try expectUsable()
+        #expect(try await run("config", "size-limit", "5M").status == 0)
+        #expect(try await run("config", "size-limit").output == "5000000\n")
+        try await expectUsable()
     }
 
     /// A damaged format file: no debug text, and advice that works (verify cannot open it).
-    @Test func aDamagedFormatFile() throws {
-        try populate()
+    @Test func aDamagedFormatFile() async throws {
+        try await populate()
         try Data("sharedcache 1.x\n".utf8).write(to: URL(fileURLWithPath: "\(cache)/format"))
-        let result = try run("stat")
+        let result = try await run("stat")
         #expect(result.status == 65)
         #expect(isOneHumanLine(result.errors), "\(result.errors)")
         // The advice: write the line `sharedcache 1.0` into it.
         try Data("sharedcache 1.0\n".utf8).write(to: URL(fileURLWithPath: "\(cache)/format"))
-        try expectUsable()
+        try await expectUsable()
     }
 }

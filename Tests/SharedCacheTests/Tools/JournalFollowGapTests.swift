@@ -22,7 +22,7 @@ struct JournalFollowGapTests {
         directory = try TemporaryDirectory()
     }
 
-    @Test func aFollowerThatFellBehindReportsTheGap() throws {
+    @Test func aFollowerThatFellBehindReportsTheGap() async throws {
         // This process checkpoints with no retention: a sealed segment goes at the next checkpoint.
         let writer = try SharedCache(
             directory: cache, configuration: Configuration(journalRetention: .zero, memoryCostLimit: 0))
@@ -40,12 +40,15 @@ struct JournalFollowGapTests {
             follower.signal(SIGTERM)
             follower.wait()
         }
-        #expect(try Self.record(follower.nextLine())?["key"] as? String == "before")
+        #expect(try Self.record(await follower.nextLine())?["key"] as? String == "before")
 
         // Stop it, and wait (without polling) until it is stopped.
         follower.signal(SIGSTOP)
-        var info = siginfo_t()
-        #expect(waitid(P_PID, id_t(follower.processID), &info, WSTOPPED | WNOWAIT) == 0)
+        #expect(
+            await offThePool {
+                var info = siginfo_t()
+                return waitid(P_PID, id_t(follower.processID), &info, WSTOPPED | WNOWAIT)
+            } == 0)
 
         // Generation 1 (which it holds open) is sealed; the removals go into generation 2,
         // which the next two checkpoints seal and retire while it sleeps.
@@ -65,7 +68,7 @@ struct JournalFollowGapTests {
         try writer.put(key: "after", data: Data("w".utf8))
 
         var records: [[String: Any]] = []
-        while let line = follower.nextLine(), let record = try Self.record(line) {
+        while let line = await follower.nextLine(), let record = try Self.record(line) {
             records.append(record)
             if record["key"] as? String == "after" { break }
         }
@@ -81,8 +84,8 @@ struct JournalFollowGapTests {
 
         // And a line on stderr for the person watching.
         follower.signal(SIGKILL)
-        follower.wait()
-        let said = follower.errors?.remainingText() ?? ""
+        await follower.wait()
+        let said = await offThePool { follower.errors?.remainingText() ?? "" }
         #expect(said.split(separator: "\n").count == 1)
     }
 

@@ -22,51 +22,51 @@ struct SharedCacheToolTests: AdminToolSuite {
         try #require(JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any])
     }
 
-    @Test func putGetShowListRemove() throws {
-        #expect(try run("put", "greeting", "--etag", "\"v1\"", "--expires=1h", input: "hello\n").status == 0)
-        let get = try run("get", "greeting")
+    @Test func putGetShowListRemove() async throws {
+        #expect(try await run("put", "greeting", "--etag", "\"v1\"", "--expires=1h", input: "hello\n").status == 0)
+        let get = try await run("get", "greeting")
         #expect(get.status == 0 && get.output == "hello\n")
 
-        let show = try json(try run("show", "greeting", "--json"))
+        let show = try json(try await run("show", "greeting", "--json"))
         #expect(show["key"] as? String == "greeting")
         #expect(show["size"] as? Int == 6)
         #expect(show["etag"] as? String == "\"v1\"")
         #expect(show["hash"] as? String == KeyHash(key: "greeting").hex)
         #expect(show["expiresAt"] != nil)
 
-        #expect(try run("put", "--", "-dashed key", input: "x").status == 0)
-        let list = try run("ls", "--json").output.split(separator: "\n").map {
+        #expect(try await run("put", "--", "-dashed key", input: "x").status == 0)
+        let list = try await run("ls", "--json").output.split(separator: "\n").map {
             try #require(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
         }
         #expect(Set(list.compactMap { $0["key"] as? String }) == ["greeting", "-dashed key"])
-        #expect(try run("ls").output.contains("greeting"))
+        #expect(try await run("ls").output.contains("greeting"))
 
-        let removed = try run("rm", "greeting", "missing")
+        let removed = try await run("rm", "greeting", "missing")
         #expect(removed.status == 1)
         #expect(removed.errors.contains("not in the cache: missing"))
-        #expect(try run("get", "greeting").status == 1)
-        #expect(try run("rm", "--hash", KeyHash(key: "-dashed key").hex).status == 0)
-        #expect(try run("ls").output.isEmpty)
+        #expect(try await run("get", "greeting").status == 1)
+        #expect(try await run("rm", "--hash", KeyHash(key: "-dashed key").hex).status == 0)
+        #expect(try await run("ls").output.isEmpty)
     }
 
-    @Test func putReadsAFileAndGetWritesOne() throws {
+    @Test func putReadsAFileAndGetWritesOne() async throws {
         let source = directory("source.bin")
         let bytes = Data((0..<70_000).map { UInt8($0 % 256) })
         try bytes.write(to: URL(fileURLWithPath: source))
-        #expect(try run("put", "blob", source).status == 0)
-        #expect(try run("get", "blob", "-o", directory("copy.bin")).status == 0)
+        #expect(try await run("put", "blob", source).status == 0)
+        #expect(try await run("get", "blob", "-o", directory("copy.bin")).status == 0)
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory("copy.bin"))) == bytes)
-        #expect(try run("put", "blob", directory("does-not-exist")).status == 66)
+        #expect(try await run("put", "blob", directory("does-not-exist")).status == 66)
     }
 
-    @Test func clearAndStatCountWhatEveryProcessDid() throws {
-        for index in 0..<3 { #expect(try run("put", "k\(index)", input: "v").status == 0) }
-        #expect(try run("get", "k0").status == 0)
-        #expect(try Worker.run(["get", cache, "k1"]).status == 0)  // another process's hit
-        #expect(try Worker.run(["get", cache, "nope"]).status == 1)  // and its miss
-        #expect(try run("rm", "k2").status == 0)
+    @Test func clearAndStatCountWhatEveryProcessDid() async throws {
+        for index in 0..<3 { #expect(try await run("put", "k\(index)", input: "v").status == 0) }
+        #expect(try await run("get", "k0").status == 0)
+        #expect(try await Worker.run(["get", cache, "k1"]).status == 0)  // another process's hit
+        #expect(try await Worker.run(["get", cache, "nope"]).status == 1)  // and its miss
+        #expect(try await run("rm", "k2").status == 0)
 
-        var stat = try json(try run("stat", "--json"))
+        var stat = try json(try await run("stat", "--json"))
         #expect(stat["entries"] as? Int == 2)
         let activity = try #require(stat["activity"] as? [String: Any])
         #expect(activity["stores"] as? Int == 3)
@@ -75,116 +75,116 @@ struct SharedCacheToolTests: AdminToolSuite {
         #expect((activity["removals"] as? [String: Int])?["manual"] == 1)
         #expect(stat["compactorProcessID"] == nil)
 
-        let cleared = try run("clear", "--json")
+        let cleared = try await run("clear", "--json")
         #expect(try json(cleared)["removed"] as? Int == 2)
-        stat = try json(try run("stat", "--json"))
+        stat = try json(try await run("stat", "--json"))
         #expect(stat["entries"] as? Int == 0)
         #expect(((stat["activity"] as? [String: Any])?["removals"] as? [String: Int])?["cleared"] == 2)
-        #expect(try run("stat").output.contains("entries         0"))
+        #expect(try await run("stat").output.contains("entries         0"))
     }
 
-    @Test func exitStatusesForMissesUsageAndBadDirectories() throws {
-        #expect(try run("get", "nothing").status == 1)
-        #expect(try run("show", "nothing").status == 1)
-        #expect(try run("frobnicate").status == 64)
-        #expect(try run("get").status == 64)
-        #expect(try run("get", "a", "b").status == 64)
-        #expect(try run("ls", "--no-such-flag").status == 64)
-        #expect(try run("put", "k", "--expires", "soonish", input: "").status == 64)
-        #expect(try run("rm", "--hash", "xyz").status == 64)
-        let usage = try run("get", "--output")
+    @Test func exitStatusesForMissesUsageAndBadDirectories() async throws {
+        #expect(try await run("get", "nothing").status == 1)
+        #expect(try await run("show", "nothing").status == 1)
+        #expect(try await run("frobnicate").status == 64)
+        #expect(try await run("get").status == 64)
+        #expect(try await run("get", "a", "b").status == 64)
+        #expect(try await run("ls", "--no-such-flag").status == 64)
+        #expect(try await run("put", "k", "--expires", "soonish", input: "").status == 64)
+        #expect(try await run("rm", "--hash", "xyz").status == 64)
+        let usage = try await run("get", "--output")
         #expect(usage.status == 64)
         #expect(usage.errors.hasPrefix("sharedcache: --output needs a value; see 'sharedcache help get'"))
 
-        #expect(try run("stat").status == 0)
+        #expect(try await run("stat").status == 0)
         try Data("sharedcache 4.0\n".utf8).write(to: URL(fileURLWithPath: "\(cache)/format"))
-        let newer = try run("stat")
+        let newer = try await run("stat")
         #expect(newer.status == 65)
         #expect(newer.errors.contains("newer than this SharedCache"))
 
         _ = FileManager.default.createFile(atPath: directory("file"), contents: Data())
-        #expect(try Tool.admin.run(["--dir", directory("file"), "stat"]).status == 69)
+        #expect(try await Tool.admin.run(["--dir", directory("file"), "stat"]).status == 69)
     }
 
-    @Test func helpAndVersion() throws {
-        #expect(try run("--version").output.hasPrefix("sharedcache "))
-        let overview = try run("help")
+    @Test func helpAndVersion() async throws {
+        #expect(try await run("--version").output.hasPrefix("sharedcache "))
+        let overview = try await run("help")
         #expect(overview.status == 0)
         for command in [
             "get", "put", "rm", "clear", "ls", "show", "stat", "journal", "verify", "compact", "config", "demo",
         ] {
             #expect(overview.output.contains("  \(command) "))
-            let help = try run("help", command)
+            let help = try await run("help", command)
             #expect(help.status == 0 && help.output.hasPrefix("usage: sharedcache"))
-            #expect(try run(command, "--help").output == help.output)
+            #expect(try await run(command, "--help").output == help.output)
         }
         #expect(!overview.output.contains("demo-client"))
     }
 
-    @Test func configShowsAndSetsTheSharedLimits() throws {
-        #expect(try run("config", "size-limit", "500M").output == "size-limit = 500000000\n")
-        #expect(try run("config", "entry-limit", "1000").status == 0)
-        #expect(try run("config", "default-expiry", "2d").status == 0)
-        #expect(try run("config", "size-limit").output == "500000000\n")
-        let all = try json(try run("config", "--json"))
+    @Test func configShowsAndSetsTheSharedLimits() async throws {
+        #expect(try await run("config", "size-limit", "500M").output == "size-limit = 500000000\n")
+        #expect(try await run("config", "entry-limit", "1000").status == 0)
+        #expect(try await run("config", "default-expiry", "2d").status == 0)
+        #expect(try await run("config", "size-limit").output == "500000000\n")
+        let all = try json(try await run("config", "--json"))
         #expect(all["size-limit"] as? String == "500000000")
         #expect(all["entry-limit"] as? String == "1000")
         #expect(all["default-expiry"] as? String == "172800")
-        #expect(try run("config", "size-limit", "2Gi").output == "size-limit = 2147483648\n")
-        #expect(try run("config", "colour", "blue").status == 64)
-        #expect(try run("config", "size-limit", "huge").status == 64)
+        #expect(try await run("config", "size-limit", "2Gi").output == "size-limit = 2147483648\n")
+        #expect(try await run("config", "colour", "blue").status == 64)
+        #expect(try await run("config", "size-limit", "huge").status == 64)
         #expect(try SharedCache(directory: cache).configuration.sizeLimit == 2_147_483_648)
     }
 
     /// Issue 18: `config default-expiry 0` wrote 1, so every entry expired after a second. 0 means
     /// no default expiry, as 0 means no limit for size-limit and entry-limit.
-    @Test func defaultExpiryZeroMeansNever() throws {
-        #expect(try run("config", "default-expiry", "2d").status == 0)
-        #expect(try run("config", "default-expiry", "0").output == "default-expiry = never\n")
-        #expect(try run("config", "default-expiry").output == "never\n")
+    @Test func defaultExpiryZeroMeansNever() async throws {
+        #expect(try await run("config", "default-expiry", "2d").status == 0)
+        #expect(try await run("config", "default-expiry", "0").output == "default-expiry = never\n")
+        #expect(try await run("config", "default-expiry").output == "never\n")
         #expect(try SharedCache(directory: cache).configuration.defaultExpiry == nil)
-        #expect(try run("put", "k", input: "v").status == 0)
-        #expect(try json(try run("show", "k", "--json"))["expiresAt"] == nil)
+        #expect(try await run("put", "k", input: "v").status == 0)
+        #expect(try json(try await run("show", "k", "--json"))["expiresAt"] == nil)
     }
 
-    @Test func configTellsARunningCompactorToRereadIt() throws {
+    @Test func configTellsARunningCompactorToRereadIt() async throws {
         _ = try SharedCache(directory: cache)
         let daemon = try Tool.daemon.start(["--dir", cache])
         let log = try #require(daemon.errors)
-        #expect(log.nextLine()?.contains("compacting") == true)
-        #expect(log.nextLine()?.contains("pass:") == true)
-        let set = try run("config", "size-limit", "5M")
+        #expect(await log.nextLine()?.contains("compacting") == true)
+        #expect(await log.nextLine()?.contains("pass:") == true)
+        let set = try await run("config", "size-limit", "5M")
         #expect(set.errors.contains("told sharedcached (process \(daemon.processID)) to re-read the limits"))
-        #expect(log.nextLine()?.contains("re-read") == true)
-        let stat = try json(try run("stat", "--json"))
+        #expect(await log.nextLine()?.contains("re-read") == true)
+        let stat = try json(try await run("stat", "--json"))
         #expect(stat["compactorProcessID"] as? Int32 == daemon.processID)
-        #expect(try run("compact").status == 75)
+        #expect(try await run("compact").status == 75)
         daemon.signal(SIGTERM)
-        daemon.wait()
+        await daemon.wait()
     }
 
-    @Test func compactAndItsDryRun() throws {
-        #expect(try run("config", "size-limit", "10K").status == 0)
+    @Test func compactAndItsDryRun() async throws {
+        #expect(try await run("config", "size-limit", "10K").status == 0)
         for index in 0..<20 {
-            #expect(try run("put", "k\(index)", input: String(repeating: "x", count: 1000)).status == 0)
+            #expect(try await run("put", "k\(index)", input: String(repeating: "x", count: 1000)).status == 0)
         }
-        let dry = try run("compact", "--dry-run")
+        let dry = try await run("compact", "--dry-run")
         #expect(
             dry.output.split(separator: "\n").filter { $0.hasPrefix("would evict ") && $0.contains("reason size") }
                 .count == 11)
-        #expect(try json(try run("stat", "--json"))["entries"] as? Int == 20)
-        let done = try json(try run("compact", "--json"))
+        #expect(try json(try await run("stat", "--json"))["entries"] as? Int == 20)
+        let done = try json(try await run("compact", "--json"))
         #expect((done["evictions"] as? [Any])?.count == 11)
-        #expect(try json(try run("stat", "--json"))["entries"] as? Int == 9)
+        #expect(try json(try await run("stat", "--json"))["entries"] as? Int == 9)
     }
 
     /// `verify` reports planted damage and exits 65; `--repair` fixes it; the next verify is clean.
-    @Test func verifyFindsAndRepairsPlantedDamage() throws {
+    @Test func verifyFindsAndRepairsPlantedDamage() async throws {
         _ = try SharedCache(directory: cache, configuration: .blobFiles)  // damage is planted in blob files
         for index in 0..<5 {
-            #expect(try run("put", "k\(index)", input: String(repeating: "\(index)", count: 300)).status == 0)
+            #expect(try await run("put", "k\(index)", input: String(repeating: "\(index)", count: 300)).status == 0)
         }
-        #expect(try run("verify").status == 0)
+        #expect(try await run("verify").status == 0)
         let blobs = try blobFiles(in: cache).sorted()
         try FileManager.default.removeItem(atPath: "\(cache)/blobs/\(blobs[0])")
         var bytes = try Data(contentsOf: URL(fileURLWithPath: "\(cache)/blobs/\(blobs[1])"))
@@ -194,41 +194,41 @@ struct SharedCacheToolTests: AdminToolSuite {
         try Data("stray".utf8).write(to: URL(fileURLWithPath: stray))
         try backdate(stray)
 
-        let found = try run("verify", "--json")
+        let found = try await run("verify", "--json")
         #expect(found.status == 65)
         let problems = try #require(try json(found)["problems"] as? [[String: Any]])
         #expect(Set(problems.compactMap { $0["kind"] as? String }) == ["missingBlob", "damagedBlob", "orphanBlob"])
-        #expect(try run("verify", "--repair").status == 0)
-        let clean = try run("verify")
+        #expect(try await run("verify", "--repair").status == 0)
+        let clean = try await run("verify")
         #expect(clean.status == 0)
         #expect(clean.output == "3 entries checked (900 B), 0 problem(s), 0 remaining\n")
     }
 
     /// `journal --follow` shows another process's put and removal as they happen. (How soon is
     /// the benchmark's to measure: a bound here only flaked on a loaded machine.)
-    @Test func journalFollowSeesOtherProcessesPutsAndRemovals() throws {
-        #expect(try run("put", "before", input: "x").status == 0)
+    @Test func journalFollowSeesOtherProcessesPutsAndRemovals() async throws {
+        #expect(try await run("put", "before", input: "x").status == 0)
         let follower = try Tool.admin.start(["journal", "--follow", "--json"], environment: ["SHAREDCACHE_DIR": cache])
         defer {
             follower.signal(SIGTERM)
             follower.wait()
         }
-        #expect(follower.nextLine()?.contains("\"key\":\"before\"") == true)
+        #expect(await follower.nextLine()?.contains("\"key\":\"before\"") == true)
 
-        #expect(try Worker.run(["put", cache, "during", "body"]).status == 0)
-        let stored = try #require(follower.nextLine())
+        #expect(try await Worker.run(["put", cache, "during", "body"]).status == 0)
+        let stored = try #require(await follower.nextLine())
         let record = try #require(JSONSerialization.jsonObject(with: Data(stored.utf8)) as? [String: Any])
         #expect(record["type"] as? String == "stored" && record["key"] as? String == "during")
 
-        #expect(try Worker.run(["remove", cache, "during"]).status == 0)
-        let removed = try #require(follower.nextLine())
+        #expect(try await Worker.run(["remove", cache, "during"]).status == 0)
+        let removed = try #require(await follower.nextLine())
         #expect(removed.contains("\"type\":\"removed\"") && removed.contains("\"reason\":\"manual\""))
     }
 
     /// A follower of a directory that was removed waited in silence for ever; it now says so and
     /// exits 69.
     @Test func journalFollowEndsWhenItsDirectoryIsRemoved() async throws {
-        #expect(try run("put", "before", input: "x").status == 0)
+        #expect(try await run("put", "before", input: "x").status == 0)
         let follower = try Tool.admin.start(["journal", "--follow"], environment: ["SHAREDCACHE_DIR": cache])
         #expect(await follower.nextLine()?.contains("before") == true)
         try FileManager.default.removeItem(atPath: cache)

@@ -43,11 +43,11 @@ struct SharedCachedTests {
         #expect(try cache.verify().isClean)
     }
 
-    @Test func aDryRunPrintsWhatItWouldEvictAndChangesNothing() throws {
+    @Test func aDryRunPrintsWhatItWouldEvictAndChangesNothing() async throws {
         let directory = try TemporaryDirectory()
         let cache = try Self.filledCache(directory("cache"), count: 30, size: 1000, limit: 20_000, expired: 5)
         let journal = try Data(contentsOf: URL(fileURLWithPath: directory("cache/journal/0000000000000001")))
-        let result = try Tool.daemon.run(["--dir=\(directory("cache"))", "--dry-run"])
+        let result = try await Tool.daemon.run(["--dir=\(directory("cache"))", "--dry-run"])
         #expect(result.status == 0)
         let lines = result.output.split(separator: "\n")
         #expect(lines.count == 13)
@@ -59,23 +59,23 @@ struct SharedCachedTests {
         #expect(try blobFiles(in: directory("cache")).count == 30)
     }
 
-    @Test func aSecondDaemonSaysWhoHoldsTheDirectoryAndExits75() throws {
+    @Test func aSecondDaemonSaysWhoHoldsTheDirectoryAndExits75() async throws {
         let directory = try TemporaryDirectory()
         _ = try SharedCache(directory: directory("cache"))
         let first = try Tool.daemon.start(["--dir", directory("cache")])
-        #expect(first.errors?.nextLine()?.contains("compacting") == true)
-        let second = try Tool.daemon.run(["--dir", directory("cache")])
+        #expect(await first.errors?.nextLine()?.contains("compacting") == true)
+        let second = try await Tool.daemon.run(["--dir", directory("cache")])
         #expect(second.status == 75)
         #expect(second.errors.contains("process \(first.processID) is already compacting"))
         first.signal(SIGTERM)
-        #expect(first.wait() == .exited(0))
+        #expect(await first.wait() == .exited(0))
     }
 
-    @Test func badUsageExits64() throws {
-        #expect(try Tool.daemon.run(["--interval", "soon"]).status == 64)
-        #expect(try Tool.daemon.run(["--no-such-option"]).status == 64)
-        #expect(try Tool.daemon.run(["extra"]).status == 64)
-        let help = try Tool.daemon.run(["--help"])
+    @Test func badUsageExits64() async throws {
+        #expect(try await Tool.daemon.run(["--interval", "soon"]).status == 64)
+        #expect(try await Tool.daemon.run(["--no-such-option"]).status == 64)
+        #expect(try await Tool.daemon.run(["extra"]).status == 64)
+        let help = try await Tool.daemon.run(["--help"])
         #expect(help.status == 0)
         #expect(help.output.contains("usage: sharedcached"))
     }
