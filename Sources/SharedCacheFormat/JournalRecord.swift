@@ -381,6 +381,9 @@ extension JournalRecord {
     /// corruption; a whole frame with a bad checksum is `corrupt`, and nothing after it can be
     /// trusted, because its length field may itself be damaged. In version 3 a frame must also
     /// carry its segment's tag, and its sequence number comes from its place.
+    ///
+    /// - Parameter types: the record types whose payloads are decoded; a record of another type
+    ///   is checked all the same (checksum, tag, place) and comes back `.unknown` of its type.
     package static func decodeFrame(
         _ bytes: UnsafeRawBufferPointer, at offset: Int, in header: SegmentHeader,
         base: Int64 = Int64(SegmentHeader.size), decoding types: Types = .all

@@ -73,17 +73,15 @@ package enum PackRecord {
         writer.append(length)
         writer.append(UInt32(0))  // the check, once the header's checksum is known
         header.encode(into: &writer)
-        let headerChecksum = writer.bytes.withUnsafeBytes {
-            $0.loadUnaligned(fromByteOffset: writer.count - 4, as: UInt32.self)
-        }
-        writer.set(
-            check(pack: pack, position: position, length: length, headerChecksum: UInt32(littleEndian: headerChecksum)),
-            at: 8)
+        let headerChecksum = writer.bytes.withUnsafeBytes { Self.headerChecksum(UnsafeRawBufferPointer($0)) }
+        writer.set(check(pack: pack, position: position, length: length, headerChecksum: headerChecksum), at: 8)
         writer.append(bytes: body)
         writer.append(zeros: end - writer.count)
         return writer.bytes
     }
 
+    /// The last four bytes of an encoded body header (here, of anything that ends with one): its
+    /// own masked checksum.
     private static func headerChecksum(_ header: UnsafeRawBufferPointer) -> UInt32 {
         UInt32(littleEndian: header.loadUnaligned(fromByteOffset: header.count - 4, as: UInt32.self))
     }

@@ -17,7 +17,7 @@ extension Command {
             """,
         options: [
             (.value("--clients"), "how many client processes (default 3)"),
-            (.value("--seconds"), "how long the clients work (default 6)"),
+            (.value("--seconds"), "how long the clients work at least (default 6; each stores at least 20 entries)"),
             (.flag("--keep"), "keep the temporary directory and print its path"),
         ]
     ) { invocation in

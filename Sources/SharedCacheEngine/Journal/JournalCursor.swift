@@ -56,7 +56,7 @@ package final class JournalCursor {
     @exclusivity(unchecked) private var buffer: [UInt8] = []
 
     /// The records whose payloads are decoded; the others are applied as `.unknown(type:)`.
-    private let decoding: JournalRecord.Types
+    private let decodedTypes: JournalRecord.Types
 
     /// Starts at the beginning of `segment`, treating records up to `lastSequence` as applied.
     ///
@@ -66,7 +66,7 @@ package final class JournalCursor {
         self.segment = segment
         self.offset = Int64(SegmentHeader.size)
         self.lastSequence = lastSequence
-        self.decoding = decoding.union(.sealed)
+        decodedTypes = decoding.union(.sealed)
     }
 
     /// Applies every whole record past the position, following seals into later segments.
@@ -127,7 +127,7 @@ package final class JournalCursor {
                 let bytes = UnsafeRawBufferPointer(rebasing: raw[..<count])
                 decoding: while consumed < count {
                     let frame = JournalRecord.decodeFrame(
-                        bytes, at: consumed, in: header, base: start, decoding: decoding)
+                        bytes, at: consumed, in: header, base: start, decoding: decodedTypes)
                     switch frame {
                     case .record(let record, let sequence, let size):
                         if sequence <= lastSequence {

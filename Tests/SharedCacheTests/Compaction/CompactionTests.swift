@@ -88,12 +88,16 @@ struct CompactionTests {
 
     /// A process killed between journaling a removal and unlinking the blob leaves the blob
     /// behind: the next compactor finds the removal in the journal (reading removals among the
-    /// stored records, which it does not decode) and unlinks it, rather than the orphan sweep an
-    /// hour later.
+    /// stored records, which it does not decode, from the oldest segment kept and across its
+    /// seal) and unlinks it, rather than the orphan sweep an hour later.
     @Test func aBlobWhoseRemovalIsJournaledIsUnlinkedByTheNextCompactor() throws {
         let directory = try TemporaryDirectory()
-        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace.withBlobFiles)
+        var configuration = Self.quickGrace
+        configuration.journalRetention = .seconds(3600)
+        let cache = try SharedCache(directory: directory("cache"), configuration: configuration.withBlobFiles)
         for index in 0..<3 { try cache.put(key: "kept \(index)", data: Data(count: 100)) }
+        // The segment these went to is sealed, and kept: the removal lands in the next one.
+        try cache.checkpoint()
         try cache.put(key: "gone", data: Data(count: 100))
         let hash = KeyHash(key: "gone")
         let location = try #require(cache.engine.withState { $0.live.index[hash] }?.location)
@@ -112,7 +116,8 @@ struct CompactionTests {
     @Test func evictionsAreJournaledBeforeTheirBlobsAreUnlinked() async throws {
         let directory = try TemporaryDirectory()
         var configuration = Self.quickGrace
-        // Long enough that a loaded run gets from the pass to the checks below within it.
+        // Long enough that a loaded run gets from the pass to the checks below within it (and
+        // the unlink below waits it out: 10 s of the suite's time, spent waiting).
         configuration.evictionGracePeriod = .seconds(10)
         let cache = try SharedCache(directory: directory("cache"), configuration: configuration.withBlobFiles)
         try cache.put(key: "victim", data: Data("pinned body".utf8), metadata: EntryMetadata(expiry: .at(.distantPast)))

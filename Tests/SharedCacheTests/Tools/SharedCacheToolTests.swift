@@ -244,7 +244,8 @@ struct SharedCacheToolTests: AdminToolSuite {
         #expect(summary["consistent"] as? Bool == true)
         let clients = try #require(summary["clients"] as? [[String: Int]])
         #expect(clients.count == 3)
-        #expect(clients.allSatisfy { ($0["stored"] ?? 0) > 5 && $0["heard"] == summary["journaledRemovals"] as? Int })
+        // sharedcache(1): each client stores at least 20 entries, however long that takes.
+        #expect(clients.allSatisfy { ($0["stored"] ?? 0) >= 20 && $0["heard"] == summary["journaledRemovals"] as? Int })
         #expect((summary["compactorEvictions"] as? Int ?? 0) > 0)
 
         let live = try await Tool.admin.run(["demo", "--seconds", "1", "--clients", "2"])

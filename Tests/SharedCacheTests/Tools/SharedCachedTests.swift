@@ -140,7 +140,7 @@ struct SharedCachedTests {
     /// How far past the limit the directory gets meanwhile is how soon the scheduler runs the
     /// daemon, not what the daemon does: a loaded run peaked at 8 MB against a 2 MB limit, and
     /// it is not asserted.
-    @Test func keepsUpWithFourWritersWritingTheLimitEverySecond() async throws {
+    @Test func compactsAsTheJournalShowsFourWritersPastTheLimit() async throws {
         let directory = try TemporaryDirectory()
         let limit: UInt64 = 2_000_000, size = 10_000, seconds = 15
         let cache = try SharedCache(directory: directory("cache"), configuration: Configuration(sizeLimit: limit))
