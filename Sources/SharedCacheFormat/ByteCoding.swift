@@ -7,47 +7,92 @@ import Musl
 #endif
 
 /// Appends little-endian integers and byte strings, the only encoding the format uses.
+///
+/// Every put encodes a pack record and a journal record, so each append is a store into memory
+/// already there: the storage is zero-filled ahead of ``count`` and grows only when full. Made
+/// with the exact capacity (as the encoders on the put path are), ``bytes`` is the storage
+/// itself, not a copy.
 package struct ByteWriter {
-    package private(set) var bytes: [UInt8]
+    /// Zero beyond `count`, so appended zeros need no store.
+    private var storage: [UInt8]
+    package private(set) var count = 0
 
     package init(capacity: Int = 64) {
-        bytes = []
-        bytes.reserveCapacity(capacity)
+        storage = []
+        storage.reserveCapacity(capacity)
+        addZeros(capacity)
     }
 
-    package var count: Int { bytes.count }
+    /// A source of zeros to copy: `Array(repeating:count:)` looks up the array's type on every
+    /// call, and appending `repeatElement` stores a byte at a time.
+    private static let zeros = [UInt8](repeating: 0, count: 4096)
 
-    // Journal records and body headers are encoded on every put: an integer goes in a byte at
-    // a time, low byte first, which costs less than any append of a buffer (callgrind).
-
-    package mutating func append<T: FixedWidthInteger>(_ value: T) {
-        var rest = value
-        for _ in 0..<MemoryLayout<T>.size {
-            bytes.append(UInt8(truncatingIfNeeded: rest))
-            rest >>= 8
+    private mutating func addZeros(_ count: Int) {
+        var left = count
+        while left > 0 {
+            let some = min(left, Self.zeros.count)
+            storage.append(contentsOf: Self.zeros[..<some])
+            left -= some
         }
     }
 
+    /// What was written.
+    package var bytes: [UInt8] { count == storage.count ? storage : Array(storage[..<count]) }
+
+    /// Runs `body` on what was written, without copying it.
+    package func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+    }
+
+    /// Makes room for `size` more bytes; returns where they start.
+    @inline(__always)
+    private mutating func extend(by size: Int) -> Int {
+        let start = count
+        if start + size > storage.count {
+            addZeros(max(start + size, 2 * storage.count) - storage.count)
+        }
+        count = start + size
+        return start
+    }
+
+    @inline(__always)
+    package mutating func append<T: FixedWidthInteger>(_ value: T) {
+        let start = extend(by: MemoryLayout<T>.size)
+        storage.withUnsafeMutableBytes { $0.storeBytes(of: value.littleEndian, toByteOffset: start, as: T.self) }
+    }
+
+    @inline(__always)
+    package mutating func append(bytes other: UnsafeRawBufferPointer) {
+        guard let source = other.baseAddress, !other.isEmpty else { return }
+        let start = extend(by: other.count)
+        storage.withUnsafeMutableBytes { ($0.baseAddress! + start).copyMemory(from: source, byteCount: other.count) }
+    }
+
+    @inline(__always)
     package mutating func append(bytes other: some Sequence<UInt8>) {
-        bytes.append(contentsOf: other)
+        let copied: Void? = other.withContiguousStorageIfAvailable { append(bytes: UnsafeRawBufferPointer($0)) }
+        guard copied == nil else { return }
+        for byte in other { append(byte) }
     }
 
     package mutating func append(zeros count: Int) {
-        bytes.append(contentsOf: repeatElement(0, count: count))
+        _ = extend(by: count)
     }
 
+    @inline(__always)
     package mutating func append(_ hash: KeyHash) {
-        hash.withUnsafeBytes { bytes.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self)) }
+        hash.withUnsafeBytes { append(bytes: $0) }
     }
 
     /// Overwrites a little-endian integer already written at `offset`.
     package mutating func set<T: FixedWidthInteger>(_ value: T, at offset: Int) {
-        bytes.withUnsafeMutableBytes { $0.storeBytes(of: value.littleEndian, toByteOffset: offset, as: T.self) }
+        precondition(offset + MemoryLayout<T>.size <= count, "setting bytes not yet written")
+        storage.withUnsafeMutableBytes { $0.storeBytes(of: value.littleEndian, toByteOffset: offset, as: T.self) }
     }
 
     /// Appends the masked CRC32C of every byte from `start` to the current end.
     package mutating func appendChecksum(from start: Int = 0) {
-        let crc = bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[start...])) }
+        let crc = withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[start...])) }
         append(CRC32C.mask(crc))
     }
 }

@@ -370,7 +370,7 @@ extension JournalRecord {
         }
         writer.append(zeros: padding)
         writer.set(UInt32(writer.count - payloadStart), at: start + 4)
-        let crc = writer.bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[(start + 4)...])) }
+        let crc = writer.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[(start + 4)...])) }
         writer.set(CRC32C.mask(crc), at: start)
     }
 

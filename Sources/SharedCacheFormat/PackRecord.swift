@@ -73,7 +73,7 @@ package enum PackRecord {
         writer.append(length)
         writer.append(UInt32(0))  // the check, once the header's checksum is known
         header.encode(into: &writer)
-        let headerChecksum = writer.bytes.withUnsafeBytes { Self.headerChecksum(UnsafeRawBufferPointer($0)) }
+        let headerChecksum = writer.withUnsafeBytes { Self.headerChecksum($0) }
         writer.set(check(pack: pack, position: position, length: length, headerChecksum: headerChecksum), at: 8)
         writer.append(bytes: body)
         writer.append(zeros: end - writer.count)

@@ -362,7 +362,7 @@ package final class JournalCursor {
             ends.append(writer.count)
         }
         let current = segment
-        let written = try writer.bytes.withUnsafeBytes { try current.file.writeOnce($0) }
+        let written = try writer.withUnsafeBytes { try current.file.writeOnce($0) }
         guard written == writer.count else {
             // A regular file takes fewer bytes than asked only when it cannot take more:
             // the disk or quota is full (or a file size limit was hit).

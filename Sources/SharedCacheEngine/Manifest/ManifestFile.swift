@@ -113,7 +113,7 @@ enum ManifestFile {
                     }
                     ManifestCoding.encodeEntry(hash, entry, into: &chunk)
                 }
-                try chunk.bytes.withUnsafeBytes { buffer in
+                try chunk.withUnsafeBytes { buffer in
                     checksum = CRC32C.checksum(buffer, extending: checksum)
                     try file.writeAll(buffer)
                 }
