@@ -49,8 +49,9 @@ struct ByteWriterTests {
             default:
                 guard model.count >= 4 else { continue }
                 let offset = Int(value % UInt64(model.count - 3))
-                writer.set(UInt32(truncatingIfNeeded: value >> 16), at: offset)
-                model.replaceSubrange(offset..<offset + 4, with: Self.littleEndian(UInt32(truncatingIfNeeded: value >> 16)))
+                let overwrite = UInt32(truncatingIfNeeded: value >> 16)
+                writer.set(overwrite, at: offset)
+                model.replaceSubrange(offset..<offset + 4, with: Self.littleEndian(overwrite))
             }
             #expect(writer.count == model.count, "seed \(seed)")
         }
