@@ -36,6 +36,13 @@ package struct ByteWriter {
         }
     }
 
+    /// Forgets what was written, keeping the storage (zeroed again) for what is written next.
+    package mutating func removeAll() {
+        let written = count
+        storage.withUnsafeMutableBytes { _ = $0[..<written].initializeMemory(as: UInt8.self, repeating: 0) }
+        count = 0
+    }
+
     /// What was written.
     package var bytes: [UInt8] { count == storage.count ? storage : Array(storage[..<count]) }
 

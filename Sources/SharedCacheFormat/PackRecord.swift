@@ -66,18 +66,33 @@ package enum PackRecord {
     package static func encoded(
         _ header: BlobHeader, body: UnsafeRawBufferPointer, pack: UInt64, position: UInt64
     ) -> [UInt8] {
+        var writer = ByteWriter(capacity: encodedSize(header, bodySize: body.count, at: position))
+        encode(header, body: body, pack: pack, position: position, into: &writer)
+        return writer.bytes
+    }
+
+    /// How many bytes ``encode(_:body:pack:position:into:)`` appends: the record and its padding.
+    package static func encodedSize(_ header: BlobHeader, bodySize: Int, at position: UInt64) -> Int {
+        let length = UInt32(length(headerSize: header.encodedSize, bodySize: bodySize))
+        return Int(next(after: position, length: length) - position)
+    }
+
+    /// Appends the record holding `header` and `body` at `position` in pack `pack`, and the
+    /// padding after it, to `writer`.
+    package static func encode(
+        _ header: BlobHeader, body: UnsafeRawBufferPointer, pack: UInt64, position: UInt64,
+        into writer: inout ByteWriter
+    ) {
+        let start = writer.count
         let length = UInt32(length(headerSize: header.encodedSize, bodySize: body.count))
-        let end = Int(next(after: position, length: length) - position)
-        var writer = ByteWriter(capacity: end)
         writer.append(bytes: recordMagic)
         writer.append(length)
         writer.append(UInt32(0))  // the check, once the header's checksum is known
         header.encode(into: &writer)
         let headerChecksum = writer.withUnsafeBytes { Self.headerChecksum($0) }
-        writer.set(check(pack: pack, position: position, length: length, headerChecksum: headerChecksum), at: 8)
+        writer.set(check(pack: pack, position: position, length: length, headerChecksum: headerChecksum), at: start + 8)
         writer.append(bytes: body)
-        writer.append(zeros: end - writer.count)
-        return writer.bytes
+        writer.append(zeros: Int(next(after: position, length: length) - position) - (writer.count - start))
     }
 
     /// The last four bytes of an encoded body header (here, of anything that ends with one): its

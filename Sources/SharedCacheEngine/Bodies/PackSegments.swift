@@ -61,15 +61,18 @@ package final class PackSegments: Sendable {
             let segment = active!
             let location = BodyLocation(pack: segment.pack, position: segment.end, length: length)
             // One buffer, one pwrite: the record and its padding.
-            let record = PackRecord.encoded(header, body: body, pack: segment.pack, position: segment.end)
+            segment.encoding.removeAll()
+            PackRecord.encode(header, body: body, pack: segment.pack, position: segment.end, into: &segment.encoding)
             do {
-                try record.withUnsafeBytes { try segment.file.writeAll($0, atAbsoluteOffset: Int64(segment.end)) }
+                try segment.encoding.withUnsafeBytes {
+                    try segment.file.writeAll($0, atAbsoluteOffset: Int64(segment.end))
+                }
                 if durable { try segment.file.synchronizeData() }
             } catch {
                 active = nil
                 throw error
             }
-            segment.end += UInt64(record.count)
+            segment.end += UInt64(segment.encoding.count)
             return location
         }
     }
@@ -126,10 +129,12 @@ package final class PackFile: Sendable {
 
 /// The segment this process appends to, holding its flock for as long as it is open.
 private final class ActiveSegment: @unchecked Sendable {
-    // @unchecked: `end` changes only under PackSegments' writer mutex.
+    // @unchecked: `end` and `encoding` change only under PackSegments' writer mutex.
     let pack: UInt64
     let file: FileDescriptor
     var end: UInt64
+    /// Where each record is encoded for its pwrite, kept so that a put allocates no buffer.
+    @exclusivity(unchecked) var encoding = ByteWriter(capacity: 0)
 
     private init(pack: UInt64, file: consuming FileDescriptor, end: UInt64) {
         self.pack = pack

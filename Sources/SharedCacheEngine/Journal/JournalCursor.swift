@@ -54,6 +54,9 @@ package final class JournalCursor {
     /// search is not made again until the segment grows or is repaired.
     @exclusivity(unchecked) private var damageWithoutResumption: (generation: UInt64, offset: Int64, size: Int64)?
     @exclusivity(unchecked) private var buffer: [UInt8] = []
+    /// Where appended records are encoded for their one write, kept from one append to the
+    /// next so that a put allocates none (the cursor's owner appends under its mutex).
+    @exclusivity(unchecked) private var encoding = ByteWriter(capacity: 512)
 
     /// The records whose payloads are decoded; the others are applied as `.unknown(type:)`.
     private let decodedTypes: JournalRecord.Types
@@ -355,15 +358,16 @@ package final class JournalCursor {
     /// in what was written. A write cut short throws, once `cutShort` has run.
     private func write(_ records: [JournalRecord], cutShort: () -> Void = {}) throws -> [Int] {
         let header = segment.header
-        var writer = ByteWriter(capacity: 256)
+        encoding.removeAll()
         var ends: [Int] = []
-        for (index, record) in records.enumerated() {
-            record.encode(mark: header.mark(forSequence: lastSequence + 1 + UInt64(index)), into: &writer)
-            ends.append(writer.count)
+        ends.reserveCapacity(records.count)
+        for index in records.indices {
+            records[index].encode(mark: header.mark(forSequence: lastSequence + 1 + UInt64(index)), into: &encoding)
+            ends.append(encoding.count)
         }
         let current = segment
-        let written = try writer.withUnsafeBytes { try current.file.writeOnce($0) }
-        guard written == writer.count else {
+        let written = try encoding.withUnsafeBytes { try current.file.writeOnce($0) }
+        guard written == encoding.count else {
             // A regular file takes fewer bytes than asked only when it cannot take more:
             // the disk or quota is full (or a file size limit was hit).
             cutShort()

@@ -80,6 +80,36 @@ struct PackSegmentTests {
         #expect(try cache.verify().problems.isEmpty)
     }
 
+    /// sharedcache(5): a record is padded with zeros to the next one's place. A writer encodes
+    /// every record into one buffer it keeps, so this puts small records after a large one whose
+    /// bytes are all 0xAB and reads the padding of each back from the segment.
+    @Test func recordsAfterALargerOneArePaddedWithZeros() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        try cache.put(key: "large", data: Data(repeating: 0xAB, count: 8000))
+        for size in 1...15 {
+            try cache.put(key: String(repeating: "k", count: size), data: Data(repeating: 0xAB, count: size))
+        }
+        let segment = try #require(try packSegments(in: directory("cache")).first)
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: "\(directory("cache"))/packs/\(segment)")))
+        var position = PackRecord.segmentHeaderSize
+        var records = 0
+        while position < bytes.count {
+            #expect(Array(bytes[position..<position + 4]) == PackRecord.recordMagic)
+            let length = bytes.withUnsafeBytes {
+                UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: position + 4, as: UInt32.self))
+            }
+            let next = Int(PackRecord.next(after: UInt64(position), length: length))
+            #expect(bytes[position + Int(length)..<next].allSatisfy { $0 == 0 }, "record \(records)")
+            position = next
+            records += 1
+        }
+        #expect(records == 16)
+        for size in 1...15 {
+            #expect(try cache.get(key: String(repeating: "k", count: size))?.data == Data(repeating: 0xAB, count: size))
+        }
+    }
+
     /// sharedcache(5): the check ties a record to its place.
     @Test func aRecordReadAtAnotherPlaceFailsItsCheck() throws {
         let header = BlobHeader(
