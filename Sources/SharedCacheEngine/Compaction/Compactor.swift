@@ -124,7 +124,7 @@ package final class Compactor: Sendable {
     /// nothing, and a removed version never comes back (blob IDs are never reused), so this is
     /// safe. Starts at the oldest segment kept, then follows the journal pass by pass.
     private func adoptJournaledRemovals() throws(SharedCacheError) {
-        let due = Clock.nowMilliseconds() + cache.configuration.evictionGracePeriod.milliseconds
+        let due = cache.now() + cache.configuration.evictionGracePeriod.milliseconds
         var removals: [(hash: KeyHash, location: BodyLocation, due: Int64)] = []
         try cache.directory.perform("reading the journal's removals") {
             try removalReader.withLock { reader in
@@ -195,7 +195,7 @@ package final class Compactor: Sendable {
                 try journalEvictions(batch)
             }
         }
-        let due = Clock.nowMilliseconds() + configuration.evictionGracePeriod.milliseconds
+        let due = cache.now() + configuration.evictionGracePeriod.milliseconds
         pendingUnlinks.withLock { pending in
             pending += evicted.map { ($0.hash, $0.entry.location, due) }
         }
@@ -260,7 +260,8 @@ package final class Compactor: Sendable {
         }
     }
 
-    /// Unlinks evicted blobs whose grace period is over (or, waiting, all of them).
+    /// Unlinks evicted blobs whose grace period is over (or, waiting, all of them once the
+    /// last one's is). The grace period runs on the configured clock, as expiry does.
     ///
     /// - Returns: how many were unlinked.
     @discardableResult
@@ -270,10 +271,10 @@ package final class Compactor: Sendable {
             return pending
         }
         if wait, let last = pending.map(\.due).max() {
-            let remaining = last - Clock.nowMilliseconds()
+            let remaining = last - cache.now()
             if remaining > 0 { Clock.sleep(nanoseconds: UInt64(remaining) * 1_000_000) }
         }
-        let now = Clock.nowMilliseconds()
+        let now = wait ? .max : cache.now()
         let due = pending.filter { $0.due <= now }
         pending.removeAll { $0.due <= now }
         pendingUnlinks.withLock { $0 += pending }
@@ -285,7 +286,8 @@ package final class Compactor: Sendable {
         return due.count
     }
 
-    /// When the next evicted blob may be unlinked, in milliseconds since the epoch.
+    /// When the next evicted blob may be unlinked, in milliseconds since the epoch (of the
+    /// configured clock).
     package var nextUnlinkDue: Int64? { pendingUnlinks.withLock { $0.map(\.due).min() } }
 
     /// Deletes blob files that no entry refers to and that nobody wrote for ``orphanAge``:
