@@ -8,27 +8,28 @@ import Musl
 
 /// Appends little-endian integers and byte strings, the only encoding the format uses.
 ///
-/// Every put encodes a pack record and a journal record, so each append is a store into memory
-/// already there: the storage is zero-filled ahead of ``count`` and grows only when full. Made
-/// with the exact capacity (as the encoders on the put path are), ``bytes`` is the storage
-/// itself, not a copy.
+/// Every put encodes a pack record and a journal record, so an append is a store into storage
+/// already there (an integer one store, a byte string one copy), which grows only when full.
+/// Writers on the put path are kept from one put to the next
+/// (``removeAll(keepingCapacityUpTo:)``) and read in place (``withUnsafeBytes(_:)``); one made
+/// with the exact capacity hands out ``bytes`` uncopied.
 package struct ByteWriter {
-    /// Zero beyond `count`, so appended zeros need no store.
+    /// What was written, then bytes of earlier writes or zeros, up to the capacity.
     private var storage: [UInt8]
     package private(set) var count = 0
 
     package init(capacity: Int = 64) {
         storage = []
         storage.reserveCapacity(capacity)
-        addZeros(capacity)
+        growStorage(by: capacity)
     }
 
-    /// A source of zeros to copy: `Array(repeating:count:)` looks up the array's type on every
-    /// call, and appending `repeatElement` stores a byte at a time.
+    /// A source of bytes to initialize storage with: `Array(repeating:count:)` looks up the
+    /// array's type on every call, and appending `repeatElement` stores a byte at a time.
     private static let zeros = [UInt8](repeating: 0, count: 4096)
 
-    private mutating func addZeros(_ count: Int) {
-        var left = count
+    private mutating func growStorage(by size: Int) {
+        var left = size
         while left > 0 {
             let some = min(left, Self.zeros.count)
             storage.append(contentsOf: Self.zeros[..<some])
@@ -36,10 +37,10 @@ package struct ByteWriter {
         }
     }
 
-    /// Forgets what was written, keeping the storage (zeroed again) for what is written next.
-    package mutating func removeAll() {
-        let written = count
-        storage.withUnsafeMutableBytes { _ = $0[..<written].initializeMemory(as: UInt8.self, repeating: 0) }
+    /// Forgets what was written, keeping the storage for what is written next unless it grew
+    /// past `limit` bytes.
+    package mutating func removeAll(keepingCapacityUpTo limit: Int) {
+        if storage.count > limit { storage = [] }
         count = 0
     }
 
@@ -54,9 +55,10 @@ package struct ByteWriter {
     /// Makes room for `size` more bytes; returns where they start.
     @inline(__always)
     private mutating func extend(by size: Int) -> Int {
+        precondition(size >= 0, "appending a negative number of bytes")
         let start = count
         if start + size > storage.count {
-            addZeros(max(start + size, 2 * storage.count) - storage.count)
+            growStorage(by: max(start + size, 2 * storage.count) - storage.count)
         }
         count = start + size
         return start
@@ -83,7 +85,8 @@ package struct ByteWriter {
     }
 
     package mutating func append(zeros count: Int) {
-        _ = extend(by: count)
+        let start = extend(by: count)
+        storage.withUnsafeMutableBytes { _ = $0[start..<start + count].initializeMemory(as: UInt8.self, repeating: 0) }
     }
 
     @inline(__always)
@@ -93,7 +96,7 @@ package struct ByteWriter {
 
     /// Overwrites a little-endian integer already written at `offset`.
     package mutating func set<T: FixedWidthInteger>(_ value: T, at offset: Int) {
-        precondition(offset + MemoryLayout<T>.size <= count, "setting bytes not yet written")
+        precondition(offset >= 0 && offset + MemoryLayout<T>.size <= count, "setting bytes not yet written")
         storage.withUnsafeMutableBytes { $0.storeBytes(of: value.littleEndian, toByteOffset: offset, as: T.self) }
     }
 

@@ -63,7 +63,7 @@ package final class Daemon: @unchecked Sendable {
             }
             if flags.get(\.stop) { break }
             let dueToInterval = ContinuousClock.now - lastPass >= interval
-            let dueToUnlink = compactor.nextUnlinkDue.map { $0 <= Int64(Date().timeIntervalSince1970 * 1000) } ?? false
+            let dueToUnlink = compactor.millisecondsUntilNextUnlink == 0
             let overLimit = try overLimit(cache)
             if firstPass || dueToInterval || overLimit {
                 firstPass = false
@@ -98,8 +98,8 @@ package final class Daemon: @unchecked Sendable {
     /// Until the next interval pass or the next evicted blob falls due, whichever is first.
     private func nextWait(_ compactor: Compactor) -> DispatchTimeInterval {
         var milliseconds = Int(interval.components.seconds * 1000)
-        if let due = compactor.nextUnlinkDue {
-            milliseconds = min(milliseconds, max(1, Int(due - Int64(Date().timeIntervalSince1970 * 1000))))
+        if let wait = compactor.millisecondsUntilNextUnlink {
+            milliseconds = min(milliseconds, max(1, Int(wait)))
         }
         return .milliseconds(milliseconds)
     }

@@ -139,9 +139,9 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
             var framed = ByteWriter()
             framed.append(bytes: bytes)
             framed.set(UInt32(bytes.count - JournalRecord.frameHeaderSize), at: 4)
-            let crc = framed.bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[4...])) }
+            let crc = framed.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[4...])) }
             framed.set(CRC32C.mask(crc), at: 0)
-            let frame = framed.bytes.withUnsafeBytes { JournalRecord.decodeFrame($0, at: 0, in: header) }
+            let frame = framed.withUnsafeBytes { JournalRecord.decodeFrame($0, at: 0, in: header) }
             if frame == .incomplete { return "a whole re-framed record decoded as incomplete" }
         }
         if let problem = checkResumption(bytes, in: header) { return problem }
@@ -159,7 +159,7 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
                     var writer = ByteWriter()
                     record.encode(mark: header.mark(forSequence: sequence), into: &writer)
                     let base = Int64(SegmentHeader.size + offset)
-                    let again = writer.bytes.withUnsafeBytes {
+                    let again = writer.withUnsafeBytes {
                         JournalRecord.decodeFrame($0, at: 0, in: header, base: base)
                     }
                     guard case .record(record, sequence, _) = again else { return "re-encoding changed \(record)" }

@@ -61,7 +61,8 @@ package final class PackSegments: Sendable {
             let segment = active!
             let location = BodyLocation(pack: segment.pack, position: segment.end, length: length)
             // One buffer, one pwrite: the record and its padding.
-            segment.encoding.removeAll()
+            // Kept whatever its size: a record is at most the pack threshold and a body header.
+            segment.encoding.removeAll(keepingCapacityUpTo: .max)
             PackRecord.encode(header, body: body, pack: segment.pack, position: segment.end, into: &segment.encoding)
             do {
                 try segment.encoding.withUnsafeBytes {
@@ -134,6 +135,7 @@ private final class ActiveSegment: @unchecked Sendable {
     let file: FileDescriptor
     var end: UInt64
     /// Where each record is encoded for its pwrite, kept so that a put allocates no buffer.
+    /// (Unchecked: the writer mutex keeps accesses apart, and a put's encode and write are two.)
     @exclusivity(unchecked) var encoding = ByteWriter(capacity: 0)
 
     private init(pack: UInt64, file: consuming FileDescriptor, end: UInt64) {

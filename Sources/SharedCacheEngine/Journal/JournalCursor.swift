@@ -55,7 +55,7 @@ package final class JournalCursor {
     @exclusivity(unchecked) private var damageWithoutResumption: (generation: UInt64, offset: Int64, size: Int64)?
     @exclusivity(unchecked) private var buffer: [UInt8] = []
     /// Where appended records are encoded for their one write, kept from one append to the
-    /// next so that a put allocates none (the cursor's owner appends under its mutex).
+    /// next so that a put allocates no buffer (the cursor's owner appends under its mutex).
     @exclusivity(unchecked) private var encoding = ByteWriter(capacity: 512)
 
     /// The records whose payloads are decoded; the others are applied as `.unknown(type:)`.
@@ -358,7 +358,9 @@ package final class JournalCursor {
     /// in what was written. A write cut short throws, once `cutShort` has run.
     private func write(_ records: [JournalRecord], cutShort: () -> Void = {}) throws -> [Int] {
         let header = segment.header
-        encoding.removeAll()
+        // Kept up to 64 KiB: a put's record is a few hundred bytes, and a batch of evictions
+        // with long keys, which can reach megabytes, should not stay allocated.
+        encoding.removeAll(keepingCapacityUpTo: 64 << 10)
         var ends: [Int] = []
         ends.reserveCapacity(records.count)
         for index in records.indices {

@@ -145,6 +145,25 @@ struct CompactionTests {
         #expect(body.suffix(11) == Data("pinned body".utf8))
     }
 
+    /// Waiting for the grace period (as `compact()` does) unlinks everything pending once it is
+    /// over, by however long the wait was: a test's clock that stands still, or went back an
+    /// hour, neither keeps the blob nor makes the wait longer than the grace period.
+    @Test func waitingForTheGracePeriodUnlinksWhatIsPendingWhateverTheClockDoes() throws {
+        let directory = try TemporaryDirectory()
+        let clock = TestClock()
+        let cache = try SharedCache(
+            directory: directory("cache"), configuration: Self.quickGrace.judgingTime(by: clock).withBlobFiles)
+        let compactor = try Compactor(cache: cache)
+        for (round, move) in [Duration.zero, .seconds(-3600)].enumerated() {
+            try cache.put(
+                key: "victim \(round)", data: Data("body".utf8), metadata: EntryMetadata(expiry: .at(.distantPast)))
+            #expect(try compactor.pass(CompactionOptions()).expiredCount == 1)
+            clock.advance(by: move)
+            #expect(try Compactor.unlinkingNow(compactor) == 1)
+            #expect(try blobFiles(in: directory("cache")).isEmpty)
+        }
+    }
+
     /// The compactor's plan judges expiry by the configured clock.
     @Test func theCompactorExpiresByTheConfiguredClock() throws {
         let directory = try TemporaryDirectory()
