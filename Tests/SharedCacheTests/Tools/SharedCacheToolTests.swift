@@ -41,9 +41,9 @@ struct SharedCacheToolTests: AdminToolSuite {
         #expect(Set(list.compactMap { $0["key"] as? String }) == ["greeting", "-dashed key"])
         #expect(try await run("ls").output.contains("greeting"))
 
-        let removed = try await run("rm", "greeting", "missing")
+        let removed = try await run("rm", "greeting", "no-such-key-17")
         #expect(removed.status == 1)
-        #expect(removed.errors.contains("not in the cache: missing"))
+        #expect(removed.errors.contains("no-such-key-17"))  // which key was not there
         #expect(try await run("get", "greeting").status == 1)
         #expect(try await run("rm", "--hash", KeyHash(key: "-dashed key").hex).status == 0)
         #expect(try await run("ls").output.isEmpty)
@@ -93,14 +93,17 @@ struct SharedCacheToolTests: AdminToolSuite {
         #expect(try await run("put", "k", "--expires", "soonish", input: "").status == 64)
         #expect(try await run("rm", "--hash", "xyz").status == 64)
         let usage = try await run("get", "--output")
-        #expect(usage.status == 64)
-        #expect(usage.errors.hasPrefix("sharedcache: --output needs a value; see 'sharedcache help get'"))
+        #expect(usage.status == 64 && usage.errors.contains("--output"))
+        // The help it points to is there, and tells of the option.
+        let pointer = try #require(usage.errors.firstMatch(of: /'sharedcache ([^']+)'/))
+        let help = try await Tool.admin.run(pointer.1.split(separator: " ").map(String.init))
+        #expect(help.status == 0 && help.output.contains("--output"))
 
         #expect(try await run("stat").status == 0)
         try Data("sharedcache 4.0\n".utf8).write(to: URL(fileURLWithPath: "\(cache)/format"))
         let newer = try await run("stat")
         #expect(newer.status == 65)
-        #expect(newer.errors.contains("newer than this SharedCache"))
+        #expect(newer.errors.contains("version 4"))  // the version found
 
         _ = FileManager.default.createFile(atPath: directory("file"), contents: Data())
         #expect(try await Tool.admin.run(["--dir", directory("file"), "stat"]).status == 69)
@@ -154,7 +157,7 @@ struct SharedCacheToolTests: AdminToolSuite {
         #expect(await log.nextLine()?.contains("compacting") == true)
         #expect(await log.nextLine()?.contains("pass:") == true)
         let set = try await run("config", "size-limit", "5M")
-        #expect(set.errors.contains("told sharedcached (process \(daemon.processID)) to re-read the limits"))
+        #expect(set.errors.contains("\(daemon.processID)"))  // which compactor it told
         #expect(await log.nextLine()?.contains("re-read") == true)
         let stat = try json(try await run("stat", "--json"))
         #expect(stat["compactorProcessID"] as? Int32 == daemon.processID)
