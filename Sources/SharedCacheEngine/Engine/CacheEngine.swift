@@ -298,12 +298,12 @@ package final class CacheEngine: Sendable {
         key: String, data: Data, metadata: EntryMetadata, storedAt: Int64, expiresAt: Int64,
         afterCatchingUp: () throws -> Void = {}
     ) throws(SharedCacheError) -> (entry: CacheEntry, location: BodyLocation) {
-        var header = try header(
-            key: key, metadata: metadata, bodySize: UInt64(data.count), storedAt: storedAt, expiresAt: expiresAt)
-        header.bodyChecksum = data.withUnsafeBytes { CRC32C.checksum($0) }
+        let header = try header(
+            key: key, metadata: metadata, bodySize: UInt64(data.count), storedAt: storedAt, expiresAt: expiresAt,
+            bodyChecksum: data.withUnsafeBytes { CRC32C.checksum($0) })
         let hash = header.keyHash
 
-        let location = try directory.perform("storing an entry") { [header] in
+        let location = try directory.perform("storing an entry") {
             let location = try data.withUnsafeBytes { body in
                 try bodies.write(header, body: body, durable: isDurable)
             }
@@ -312,16 +312,18 @@ package final class CacheEngine: Sendable {
         }
         count { $0.stores += 1 }
         let entry = CacheEntry(header, key: key)
-        remember(CacheHit(data: data, entry: entry), for: hash, at: location)
+        // Built only for the memory tier: a copy of the entry is a dozen reference counts a put.
+        if keepsBodiesInMemory { remember(CacheHit(data: data, entry: entry), for: hash, at: location) }
         return (entry, location)
     }
 
-    /// The header of a new version of `key` (its checksum still to be filled in).
+    /// The header of a new version of `key` (with `bodyChecksum` 0 until the body is known).
     ///
     /// - Throws: `.invalidArgument` for a key over 64 KiB or a validator over 65,535 bytes.
-    func header(key: String, metadata: EntryMetadata, bodySize: UInt64, storedAt: Int64, expiresAt: Int64)
-        throws(SharedCacheError) -> BlobHeader
-    {
+    func header(
+        key: String, metadata: EntryMetadata, bodySize: UInt64, storedAt: Int64, expiresAt: Int64,
+        bodyChecksum: UInt32 = 0
+    ) throws(SharedCacheError) -> BlobHeader {
         let keyBytes = Array(key.utf8)
         let etag = Array((metadata.etag ?? "").utf8)
         let lastModified = Array((metadata.lastModified ?? "").utf8)
@@ -333,7 +335,7 @@ package final class CacheEngine: Sendable {
             throw SharedCacheError(.invalidArgument, "an ETag or Last-Modified value is longer than 65,535 bytes")
         }
         return BlobHeader(
-            bodySize: bodySize, bodyChecksum: 0, storedAt: storedAt, expiresAt: expiresAt,
+            bodySize: bodySize, bodyChecksum: bodyChecksum, storedAt: storedAt, expiresAt: expiresAt,
             keyHash: keyBytes.withUnsafeBytes { KeyHash(hashing: $0) }, key: keyBytes, etag: etag,
             lastModified: lastModified, attributes: metadata.attributes)
     }
