@@ -32,6 +32,26 @@ struct CheckpointTests {
         #expect(try reopened.get(key: "key 19")?.data == Data("round 3 19".utf8))
     }
 
+    /// A manifest is written and read a chunk of 8,192 entries at a time, through one buffer
+    /// each way: one of 20,000 entries (three chunks, the last part full) reads back whole.
+    @Test func aManifestOfSeveralChunksReadsBackWhole() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(
+            directory: directory("cache"), configuration: Configuration(journalRetention: .zero, memoryCostLimit: 0))
+        let count = 20_000
+        for index in 0..<count { try cache.put(key: "key \(index)", data: Data(count: index % 97)) }
+        #expect(try cache.checkpoint().entryCount == UInt64(count))
+
+        let reopened = try SharedCache(directory: directory("cache"))
+        let statistics = try reopened.statistics()
+        #expect(!statistics.rebuiltOnOpen)
+        #expect(statistics.entryCount == count)
+        #expect(statistics.totalBytes == UInt64((0..<count).reduce(0) { $0 + $1 % 97 }))
+        for index in stride(from: 0, to: count, by: 613) {
+            #expect(try reopened.get(key: "key \(index)")?.data.count == index % 97)
+        }
+    }
+
     /// A writer whose reads follow a seal into the new segment may append there before the
     /// checkpointing process has stepped past its own seal. The checkpointer must apply those
     /// records, not skip them: it once stepped over them unapplied, so its index (and the next
