@@ -193,12 +193,13 @@ func printHTTP(_ http: HTTPMeasurement?, requests httpRequests: Int) {
 func printMixed(_ runs: MixedRuns) {
     print(
         "| \(mixedProcesses) processes at once, 90 % get / 10 % put of 1 KB over \(mixedKeys) keys | ops/s (all processes) "
-            + "| p50 µs | p99 µs | p99.9 µs | max µs | target |")
-    print("|---|---|---|---|---|---|---|")
+            + "| p50 µs | p99 µs | p99.9 µs | max µs | over 1 ms | target |")
+    print("|---|---|---|---|---|---|---|---|")
     func mixedLine(_ name: String, _ run: MixedMeasurement, _ target: String) {
         print(
             "| \(name) | \(formatRate(run.operationsPerSecond)) | \(format(run.p50Microseconds)) | \(format(run.p99Microseconds)) "
-                + "| \(format(run.p999Microseconds)) | \(format(run.maxMicroseconds)) | \(target) |")
+                + "| \(format(run.p999Microseconds)) | \(format(run.maxMicroseconds)) "
+                + "| \(String(format: "%.3f %%", run.overOneMillisecondFraction * 100)) | \(target) |")
     }
     mixedLine("floor: the operations alone (get: pread from an open file; put: one O_APPEND write)", runs.floor, "")
     mixedLine(
@@ -224,6 +225,13 @@ func printMixed(_ runs: MixedRuns) {
         "a put's system calls alone as SharedCache's puts make them (pwrite of the record; flock, O_APPEND write of "
             + "the journal record, lseek, flock), the journal locked shared: no put waits for another",
         runs.putCallsShared, "")
+    let (sharedCache, scheduler) = (runs.sharedCache, runs.schedulerSameCPU)
+    print(
+        String(
+            format: "Operations over 1 ms (a preemption landed in them): SharedCache %.3f %%, the same-CPU scheduler "
+                + "floor %.3f %% (%.2f×); the p99.9 is one of them when more than 0.1 %% are.",
+            sharedCache.overOneMillisecondFraction * 100, scheduler.overOneMillisecondFraction * 100,
+            sharedCache.overOneMillisecondFraction / max(scheduler.overOneMillisecondFraction, 1e-9)))
 }
 
 /// Cost per operation, open time and memory as the directory grows; instructions per operation.
