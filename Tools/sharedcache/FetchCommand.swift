@@ -15,7 +15,7 @@ extension Command {
         summary: """
             Request URL through the cache: no request while the stored response is fresh, a
             conditional GET when it needs revalidating, a plain request otherwise (RFC 9111, as a
-            private cache). The body goes to standard output or FILE; standard error says whether
+            private cache; as a shared one in a directory a group shares). The body goes to standard output or FILE; standard error says whether
             it was fresh, revalidated, downloaded, offline or stale. With --json, standard output
             gets that, the status, the RFC 9211 Cache-Status and the headers as served instead,
             and the body goes only to -o FILE.

@@ -1,6 +1,7 @@
-/// The `Cache-Control` directives a private cache acts on (RFC 9111 §5.2, RFC 5861, RFC 8246),
-/// from a request or a response. Unknown directives are ignored, and so is `s-maxage` (for
-/// shared caches only, §5.2.2.10); a malformed number counts as 0, the safe side.
+/// The `Cache-Control` directives a cache acts on (RFC 9111 §5.2, RFC 5861, RFC 8246), from a
+/// request or a response; those for shared caches only (`s-maxage`, `proxy-revalidate`,
+/// `private="…"`) count where ``Audience/shared`` says. Unknown directives are ignored; a
+/// malformed number counts as 0, the safe side.
 struct CacheControl: Sendable, Equatable {
     /// `max-age`; two that disagree count as 0 (§4.2.1: the first, or stale — stale is safe).
     var maxAge: Int64?
@@ -15,6 +16,14 @@ struct CacheControl: Sendable, Equatable {
     var isPublic = false
     /// `private`, qualified or not (§5.2.2.7): a private cache may store it all.
     var isPrivate = false
+    /// The fields named by a qualified `private="…"` (§5.2.2.7), lowercase: a shared cache may
+    /// store the rest of the response, never these; an unqualified `private` names none.
+    var privateFields: [String] = []
+    /// `s-maxage` (§5.2.2.10): a shared cache's `max-age`, which also keeps it from serving the
+    /// response stale; two that disagree count as 0.
+    var sharedMaxAge: Int64?
+    /// `proxy-revalidate` (§5.2.2.8): `must-revalidate`, for shared caches only.
+    var proxyRevalidate = false
     /// `must-understand` (§5.2.2.3): store only a status code the cache understands.
     var mustUnderstand = false
     /// `immutable` (RFC 8246): a fresh response is not revalidated on a reload.
@@ -46,17 +55,22 @@ struct CacheControl: Sendable, Equatable {
             case "max-age":
                 let value = seconds ?? 0
                 maxAge = maxAge.map { $0 == value ? value : 0 } ?? value
+            case "s-maxage":
+                let value = seconds ?? 0
+                sharedMaxAge = sharedMaxAge.map { $0 == value ? value : 0 } ?? value
             case "no-cache":
                 if let argument, !argument.isEmpty {
-                    noCacheFields += argument.split(separator: ",").map { $0.trimmingSpaces().lowercased() }
-                        .filter { !$0.isEmpty }
+                    noCacheFields += Self.fieldNames(argument)
                 } else {
                     noCache = true
                 }
             case "no-store": noStore = true
             case "must-revalidate": mustRevalidate = true
+            case "proxy-revalidate": proxyRevalidate = true
             case "public": isPublic = true
-            case "private": isPrivate = true
+            case "private":
+                isPrivate = true
+                if let argument { privateFields += Self.fieldNames(argument) }
             case "must-understand": mustUnderstand = true
             case "immutable": immutable = true
             // A directive given twice counts as its most restrictive value (§4.2.1): never the
@@ -69,6 +83,24 @@ struct CacheControl: Sendable, Equatable {
             default: break
             }
         }
+    }
+
+    /// Whether a cache serving `audience` must revalidate the response once stale, never
+    /// serving it stale (§4.2.4): `must-revalidate`, or `no-cache`; for a shared cache also
+    /// `proxy-revalidate` and `s-maxage` (§5.2.2.8, §5.2.2.10).
+    func forbidsStaleUse(for audience: Audience) -> Bool {
+        mustRevalidate || noCache || audience == .shared && (proxyRevalidate || sharedMaxAge != nil)
+    }
+
+    /// The fields a cache serving `audience` may not keep: those `no-cache="…"` names, and for
+    /// a shared cache those `private="…"` names.
+    func unreusableFields(for audience: Audience) -> [String] {
+        audience == .shared ? noCacheFields + privateFields : noCacheFields
+    }
+
+    /// The field names of a qualified directive's argument, lowercase.
+    private static func fieldNames(_ argument: String) -> [String] {
+        argument.split(separator: ",").map { $0.trimmingSpaces().lowercased() }.filter { !$0.isEmpty }
     }
 
     /// The smaller of a directive's value so far (if any) and a new one.

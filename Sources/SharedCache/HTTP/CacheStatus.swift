@@ -1,6 +1,7 @@
 /// What the cache did with one request, as an RFC 9211 `Cache-Status` list member naming
 /// `SharedCache`: `SharedCache; hit; ttl=3417`, `SharedCache; fwd=stale; fwd-status=304; ttl=60`,
-/// `SharedCache; fwd=uri-miss; fwd-status=200; stored; ttl=3600`.
+/// `SharedCache; fwd=uri-miss; fwd-status=200; stored; ttl=3600`, `SharedCache; fwd=uri-miss; collapsed;
+/// ttl=60`.
 ///
 /// Every ``FetchResult`` carries one, appended after any `Cache-Status` members the origin's
 /// own caches added (the cache nearest the user comes last, §2).
@@ -24,13 +25,20 @@ struct CacheStatus: Sendable, Equatable, CustomStringConvertible {
         case method
     }
 
+    /// Why the request went forward; `nil` for a hit, or for an answer the cache made itself
+    /// (``isGenerated``).
     var forward: Forward?
     /// The status of the response the origin sent back (§2.3), when forwarded.
     var forwardStatus: Int?
     /// Whether the response was stored (§2.5).
     var stored = false
-    /// Whether another process's or task's request, made while this one waited, answered it (§2.6).
-    var collapsed = false
+    /// Whether this request waited for another process's or task's (§2.6): `true` when that
+    /// one's response answered it, `false` when it could not (this one then went forward
+    /// itself); only with ``forward``, which says why. `nil` when it waited for none.
+    var collapsed: Bool?
+    /// The cache made the answer itself, from nothing stored and without a request (the 504
+    /// to `only-if-cached`): neither `hit` (§2.1: obtained from the cache) nor `fwd`.
+    var isGenerated = false
     /// Seconds of freshness left (§2.4); negative when a stale response was served.
     var ttl: Int64?
     /// More about what happened (§2.8): `stale-while-revalidate`, `stale-if-error`, `offline`,
@@ -44,11 +52,11 @@ struct CacheStatus: Sendable, Equatable, CustomStringConvertible {
         if let forward {
             parts.append("fwd=\(forward.rawValue)")
             if let forwardStatus { parts.append("fwd-status=\(forwardStatus)") }
-        } else {
+        } else if !isGenerated {
             parts.append("hit")
         }
         if stored { parts.append("stored") }
-        if collapsed { parts.append("collapsed") }
+        if let collapsed { parts.append(collapsed ? "collapsed" : "collapsed=?0") }
         if let ttl { parts.append("ttl=\(ttl)") }
         if let detail { parts.append("detail=\(detail)") }
         return parts.joined(separator: "; ")

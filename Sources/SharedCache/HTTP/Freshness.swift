@@ -1,4 +1,26 @@
-/// RFC 9111 storing and freshness for a private cache, in milliseconds.
+import Foundation
+import SharedCacheEngine
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Whom a cache's responses are for (RFC 9111 §1), which decides the rules only a shared cache
+/// has: `private` (§5.2.2.7), `s-maxage` (§5.2.2.10), `proxy-revalidate` (§5.2.2.8), and a
+/// request's `Authorization` (§3.5).
+enum Audience: Sendable {
+    /// One user: a directory only its owner uses (``Sharing/owner``).
+    case `private`
+    /// Several users: a directory a group shares (``Sharing/group``), whose members must never
+    /// be served what the origin meant for one of them.
+    case shared
+
+    init(_ sharing: Sharing) {
+        self = sharing == .group ? .shared : .private
+    }
+}
+
+/// RFC 9111 storing and freshness, in milliseconds.
 enum Freshness {
     /// Status codes heuristically cacheable by default (RFC 9110 §15.1): only these may be
     /// given a heuristic lifetime, unless the response says `public`.
@@ -11,12 +33,13 @@ enum Freshness {
     /// The default cap on a heuristic lifetime: a day.
     static let heuristicCap: Int64 = 24 * 3600 * 1000
 
-    /// Whether RFC 9111 §3 lets a private cache store `response` to a GET: a final status (not
-    /// 304), no `no-store` (unless `must-understand` with an understood status), and one of:
-    /// `public`, `private`, `max-age`, `Expires`, or a heuristically cacheable status. A 206 is
-    /// stored only as a part, never as a complete response (§3.3, ``PartialContent/Part``).
-    /// `s-maxage` and the `Authorization` rule (§3.5) are for shared caches and play no part.
-    static func isStorable(status: Int, headers: HTTPHeaders) -> Bool {
+    /// Whether RFC 9111 §3 lets a cache serving `audience` store a response: a final status
+    /// (not 304), no `no-store` (unless `must-understand` with an understood status), and one
+    /// of: `public`, `max-age`, `Expires`, a heuristically cacheable status, and for a private
+    /// cache `private`, for a shared one `s-maxage`. A shared cache never stores an unqualified
+    /// `private` (§5.2.2.7). A 206 is stored only as a part, never as a complete response
+    /// (§3.3, ``PartialContent/Part``). The request's part is ``allowsStoring(responseTo:headers:for:)``.
+    static func isStorable(status: Int, headers: HTTPHeaders, for audience: Audience) -> Bool {
         guard (200..<600).contains(status), status != 304 else { return false }
         let directives = CacheControl(headers["Cache-Control"])
         if directives.mustUnderstand {
@@ -24,19 +47,41 @@ enum Freshness {
         } else if directives.noStore {
             return false
         }
-        return directives.isPublic || directives.isPrivate || directives.maxAge != nil || headers["Expires"] != nil
+        switch audience {
+        case .private:
+            if directives.isPrivate { return true }
+        case .shared:
+            if directives.isPrivate && directives.privateFields.isEmpty { return false }
+            if directives.sharedMaxAge != nil { return true }
+        }
+        return directives.isPublic || directives.maxAge != nil || headers["Expires"] != nil
             || heuristicStatuses.contains(status)
     }
 
-    /// How long a response stays fresh (§4.2.1): `max-age`, else `Expires` − `Date`, else the
-    /// heuristic (§4.2.2) when `heuristicCap` is given and the status or `public` allows it,
-    /// else 0 (revalidate every time). `no-cache` means 0.
+    /// Whether a response to `request` may be stored for `audience` as far as the request goes
+    /// (§3.5): a shared cache keeps the answer to a request with `Authorization` only if the
+    /// response says another user may have it (`public`, `must-revalidate`, `s-maxage`).
+    static func allowsStoring(responseTo request: URLRequest, headers: HTTPHeaders, for audience: Audience) -> Bool {
+        guard audience == .shared, request.value(forHTTPHeaderField: "Authorization") != nil else { return true }
+        let directives = CacheControl(headers["Cache-Control"])
+        return directives.isPublic || directives.mustRevalidate || directives.sharedMaxAge != nil
+    }
+
+    /// How long a response stays fresh for `audience` (§4.2.1): for a shared cache `s-maxage`
+    /// first; `max-age`, else `Expires` − `Date`, else the heuristic (§4.2.2) when
+    /// `heuristicCap` is given and the status or `public` allows it, else 0 (revalidate every
+    /// time). `no-cache` means 0.
     ///
     /// - Parameter heuristicCap: the most a heuristic lifetime may be, in milliseconds; `nil`
     ///   turns the heuristic off.
-    static func lifetime(status: Int, headers: HTTPHeaders, responseTime: Int64, heuristicCap: Int64?) -> Int64 {
+    static func lifetime(
+        status: Int, headers: HTTPHeaders, responseTime: Int64, heuristicCap: Int64?, for audience: Audience
+    ) -> Int64 {
         let directives = CacheControl(headers["Cache-Control"])
         if directives.noCache { return 0 }
+        if audience == .shared, let sharedMaxAge = directives.sharedMaxAge {
+            return sharedMaxAge.saturatingMilliseconds
+        }
         if let maxAge = directives.maxAge { return maxAge.saturatingMilliseconds }
         let date = headers["Date"].flatMap { HTTPDate.parse($0) } ?? responseTime
         if let expires = headers["Expires"] {

@@ -60,7 +60,12 @@ extension HTTPExchange {
             answer = .slice(heldPart(of: candidate) ?? parts.ranges[0])
         } else {
             held = PartialContent.Ranges(length: stored.data.count, ranges: [0..<stored.data.count])
-            answer = stored.status == 200 ? rangeAnswer(length: held.length, validators: validators) : .whole
+            // A range counts the bytes of the representation as sent (RFC 9110 §14.1): a body the
+            // transport decoded from a Content-Encoding has others, so it is served whole (§14.2:
+            // a Range may be ignored).
+            answer =
+                stored.status == 200 && candidate.bodyIsAsSent
+                ? rangeAnswer(length: held.length, validators: validators) : .whole
         }
         switch answer {
         case .whole:
@@ -95,10 +100,21 @@ extension HTTPExchange {
             let named =
                 condition.hasPrefix("\"")
                 ? PartialContent.strongMatch(condition, validators["ETag"])
-                : validators["Last-Modified"].map { $0.trimmingSpaces() == condition } ?? false
+                : Self.isStrongLastModified(condition, validators)
             guard named else { return .whole }
         }
         return ByteRange.answer(range, length: length)
+    }
+
+    /// Whether an `If-Range` date names the stored response (RFC 9110 §13.1.5): it is the
+    /// stored `Last-Modified`, as a time (in any of the date formats, §5.6.7), and that is a
+    /// strong validator: the stored `Date` at least a second after it (§8.8.2.2).
+    static func isStrongLastModified(_ condition: String, _ validators: HTTPHeaders) -> Bool {
+        guard let named = HTTPDate.parse(condition),
+            let modified = validators["Last-Modified"].flatMap({ HTTPDate.parse($0) }),
+            let date = validators["Date"].flatMap({ HTTPDate.parse($0) })
+        else { return false }
+        return named == modified && date - modified >= 1000
     }
 
     /// For stored parts, the bytes of the representation the request's `Range` asks for, when
@@ -133,10 +149,7 @@ extension HTTPExchange {
     func callerValidatorsMatch(_ candidate: StoredCandidate) -> Bool {
         guard (200..<300).contains(candidate.response.status) else { return false }
         if let tags = request.value(forHTTPHeaderField: "If-None-Match") {
-            return tags.split(separator: ",").contains { tag in
-                let tag = tag.trimmingSpaces()
-                return tag == "*" || Self.weakMatch(tag, candidate.etag)
-            }
+            return Self.entityTags(in: tags).contains { tag in tag == "*" || Self.weakMatch(tag, candidate.etag) }
         }
         if let since = request.value(forHTTPHeaderField: "If-Modified-Since").flatMap({ HTTPDate.parse($0) }),
             let modified = (candidate.lastModified ?? candidate.response.headers["Date"]).flatMap({ HTTPDate.parse($0) })
@@ -144,6 +157,33 @@ extension HTTPExchange {
             return modified <= since
         }
         return false
+    }
+
+    /// The members of a list of entity tags (RFC 9110 §13.1.2: `If-None-Match`), trimmed: split
+    /// on commas outside quotes, since an opaque tag may hold one (§8.8.3: `etagc` takes any
+    /// visible character but `"`, and a backslash is just a character there).
+    static func entityTags(in field: String) -> [String] {
+        var tags: [String] = []
+        var start = field.startIndex
+        var quoted = false
+        for index in field.indices {
+            switch field[index] {
+            case "\"": quoted.toggle()
+            case "," where !quoted:
+                tags.append(field[start..<index].trimmingSpaces())
+                start = field.index(after: index)
+            default: break
+            }
+        }
+        tags.append(field[start...].trimmingSpaces())
+        return tags.filter { !$0.isEmpty }
+    }
+
+    /// Whether a 304's or a HEAD's entity tag identifies the stored response for update (RFC 9111
+    /// §4.3.4): a strong tag only the same strong tag; a weak one the stored tag, weakly.
+    static func identifies(_ tag: String, _ stored: String?) -> Bool {
+        let tag = tag.trimmingSpaces()
+        return PartialContent.isStrong(tag) ? PartialContent.strongMatch(tag, stored) : weakMatch(tag, stored)
     }
 
     /// Weak entity-tag comparison: equal once any `W/` is set aside.
@@ -176,10 +216,12 @@ extension HTTPExchange {
         return answer(from: candidate, body: body, source: .offline, headOnly: method == "HEAD", status: status)
     }
 
-    /// A response as the network delivered it, with this cache's `Cache-Status`.
+    /// A response as the network delivered it, with this cache's `Cache-Status`, and a `Date`
+    /// if it came without one (RFC 9110 §6.6.1: a recipient that forwards it must add one).
     func downloaded(_ response: TransportResponse, _ status: CacheStatus) -> FetchResult {
-        FetchResult(
-            data: response.body, status: response.status, headers: served(response.headers, status),
+        let headers = CacheEngine.dated(response.headers, receivedAt: Clock.nowMilliseconds())
+        return FetchResult(
+            data: response.body, status: response.status, headers: served(headers, status),
             url: response.url ?? url, source: .downloaded)
     }
 }

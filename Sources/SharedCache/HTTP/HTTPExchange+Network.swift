@@ -188,13 +188,21 @@ extension HTTPExchange {
     /// any other (one `write` under a lock other processes hold as briefly: microseconds, fewer
     /// than a trip off the pool and back), unless the directory is durable (the append then
     /// waits for `fdatasync`); else a new version (when other fields changed), written off the
-    /// pool when its body is large.
+    /// pool when its body is large. One the update forbids storing (`no-store`) is removed.
     func freshen(
         _ candidate: StoredCandidate, body: Data, by update: HTTPHeaders, _ requestTime: Int64, _ responseTime: Int64
     ) async throws -> CacheEngine.Revalidation {
         let cache = cache
         let revalidation = cache.revalidation(
             of: candidate, by: update, requestTime: requestTime, responseTime: responseTime, heuristicCap: heuristicCap)
+        guard revalidation.isStorable else {
+            // RFC 9111 §5.2.2.5: the 304 forbids storing it; it is served this once, and goes.
+            _ = try await cache.offPool {
+                try cache.remove(
+                    candidate.hash, key: Array(candidate.key.utf8), reason: .invalidated, at: candidate.entry.location)
+            }
+            return revalidation
+        }
         if revalidation.changesOnlyFreshness,
             try await cache.offPool(when: cache.isDurable, { try cache.journalFreshening(candidate, revalidation) })
         {
@@ -221,7 +229,7 @@ extension HTTPExchange {
             let body = try await read(candidate)
         {
             let revalidation = try await freshen(candidate, body: body, by: response.headers, requestTime, responseTime)
-            status.stored = true
+            status.stored = revalidation.isStorable
             status.ttl = revalidation.lifetime == .max ? Int64(Int32.max) : revalidation.lifetime / 1000
         } else {
             let cache = cache
@@ -238,27 +246,26 @@ extension HTTPExchange {
     /// `Content-Length`, when it has one and the stored body is as sent (not decoded from a
     /// `Content-Encoding`, which changes its size).
     static func describes(_ headers: HTTPHeaders, _ candidate: StoredCandidate) -> Bool {
-        if let etag = headers["ETag"], !weakMatch(etag, candidate.etag) { return false }
+        if let etag = headers["ETag"], !identifies(etag, candidate.etag) { return false }
         if let lastModified = headers["Last-Modified"], !sameTime(lastModified, candidate.lastModified) { return false }
-        let coding = candidate.response.headers["Content-Encoding"]?.trimmingSpaces().lowercased() ?? "identity"
-        guard coding == "identity", let length = headers["Content-Length"] else { return true }
+        guard candidate.bodyIsAsSent, let length = headers["Content-Length"] else { return true }
         return Int64(length.trimmingSpaces()) == Int64(candidate.entry.bodySize)
     }
 
     /// Whether a 304 to the cache's own conditional request is about the stored response (RFC
-    /// 9111 §4.3.4's selection): its entity tag matches the stored one, or, without one, its
+    /// 9111 §4.3.4's selection): its entity tag identifies the stored one, or, without one, its
     /// `Last-Modified` is the stored one's. A 304 that names another version updates nothing and
     /// serves nothing; one with no validator at all answers the validators the request sent.
     static func confirms(_ headers: HTTPHeaders, _ candidate: StoredCandidate) -> Bool {
-        if let etag = headers["ETag"] { return weakMatch(etag, candidate.etag) }
+        if let etag = headers["ETag"] { return identifies(etag, candidate.etag) }
         guard let lastModified = headers["Last-Modified"], let stored = candidate.lastModified else { return true }
         return sameTime(lastModified, stored)
     }
 
     /// Whether a response's validators name the stored one (RFC 9111 §4.3.4's selection): the
-    /// same entity tag, or, neither having one, the same `Last-Modified`.
+    /// entity tag identifying it, or, neither having one, the same `Last-Modified`.
     static func selects(_ headers: HTTPHeaders, _ candidate: StoredCandidate) -> Bool {
-        if let etag = headers["ETag"] { return weakMatch(etag, candidate.etag) }
+        if let etag = headers["ETag"] { return identifies(etag, candidate.etag) }
         guard candidate.etag == nil else { return false }
         return sameTime(headers["Last-Modified"], candidate.lastModified)
     }

@@ -117,7 +117,8 @@ struct HTTPExchange: Sendable {
                     .notCached, "\(url.absoluteString) is not in the cache (offline); fetch it once while online")
             }
             // RFC 9111 §5.2.1.7: only-if-cached with nothing usable is a 504.
-            var status = CacheStatus(forward: .request)
+            var status = CacheStatus()
+            status.isGenerated = true
             status.detail = "only-if-cached"
             return FetchResult(data: Data(), status: 504, headers: served([:], status), url: url, source: .offline)
         }
@@ -143,34 +144,49 @@ struct HTTPExchange: Sendable {
         if let pause = Self.pauseBeforeLock { try await Task.sleep(for: .milliseconds(pause)) }
         #endif
         let before = lookup.candidate?.version
-        let (lock, _) = try await cache.fetchLocks.acquire(
+        var (lock, _) = try await cache.fetchLocks.acquire(
             KeyHash(key: primaryKey), timeout: options.waitTimeout,
             stalledAfter: options.stalledFetchTimeout, describing: url.absoluteString)
+        let timedOut = lock == nil
         defer { lock?.release() }
         // Look again after every acquisition: whoever held the lock a moment ago may have stored
         // or revalidated this URL since the lookup above. (Unless the index is as this process
         // last read it then, and the candidate has not expired since: looking again would find
-        // the same.) A version that arrived after this request began answers it (collapsed, as
-        // nginx's proxy_cache_lock does), unless the caller forces a refresh.
+        // the same.)
         let previous = lookup.candidate
+        let reason = forwardReason(lookup, directives)
         let unchanged =
             try cache.indexStamp() == lookup.indexStamp
             && !(previous?.entry.isExpired(at: Clock.nowMilliseconds()) ?? false)
         if !unchanged { lookup = try await lookUp(primaryKey) }
-        if let candidate = lookup.candidate, !options.forceRefresh {
-            let collapsed = candidate.version != before
-            if collapsed || isFresh(candidate, for: directives), let body = try await read(candidate) {
-                var status = CacheStatus.hit
-                status.collapsed = collapsed
-                return answer(from: candidate, body: body, source: .fresh, headOnly: false, status: status)
+        // A version that the request this one waited for stored or revalidated answers it too
+        // (collapsed with it, as nginx's proxy_cache_lock does), but only if this request may
+        // reuse it (RFC 9111 §4): fresh for it, so never one that says `no-cache` or is stale
+        // already (§5.2.2.4, §4.2.4), nor after a forced refresh.
+        let collapsed = lookup.candidate.map { $0.version != before } ?? false
+        if let candidate = lookup.candidate, !options.forceRefresh, isFresh(candidate, for: directives),
+            let body = try await read(candidate)
+        {
+            var status = CacheStatus.hit
+            if collapsed {
+                status = CacheStatus(forward: reason)
+                status.collapsed = true
             }
+            return answer(from: candidate, body: body, source: .fresh, headOnly: false, status: status)
         }
         if lookup.pinFailed && !hasCallerValidators {
             cache.count { $0.withheldValidators += 1 }
             cache.counters?.add(.withheldValidators)
         }
         var status = CacheStatus(forward: forwardReason(lookup, directives))
-        if lock == nil { status.detail = "lock-timeout" }
+        if timedOut { status.detail = "lock-timeout" }
+        if collapsed {
+            // It may not: this request goes forward itself, without the lock, as it would
+            // without the cache; the others that waited go at the same moment, none after another.
+            status.collapsed = false
+            lock?.release()
+            lock = nil
+        }
         // The caller's own validators are the caller's business: send them as they are.
         let candidate = hasCallerValidators || options.forceRefresh ? nil : lookup.candidate
         return try await send(

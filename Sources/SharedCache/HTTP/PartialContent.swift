@@ -134,7 +134,8 @@ enum PartialContent {
     }
 
     /// A 206 this cache may store (RFC 9111 §3.3): the answer to a GET for a single range,
-    /// otherwise storable (``Freshness/isStorable(status:headers:)``, no `Vary`), with one
+    /// otherwise storable (``Freshness/isStorable(status:headers:for:)`` and
+    /// ``Freshness/allowsStoring(responseTo:headers:for:)``, no `Vary`), with one
     /// `Content-Range` with a known complete length, at most ``storableLength``, whose bytes the
     /// body holds exactly. Anything else — a multipart/byteranges answer to several ranges, a
     /// truncated body — is passed on and not stored. Storing needs no validator; combining
@@ -144,7 +145,7 @@ enum PartialContent {
         /// The part's entity tag, if it has one (weak or strong).
         var etag: String?
 
-        init?(_ response: TransportResponse, request: URLRequest) {
+        init?(_ response: TransportResponse, request: URLRequest, for audience: Audience) {
             guard response.status == 206, (request.httpMethod ?? "GET").uppercased() == "GET",
                 let asked = request.value(forHTTPHeaderField: "Range"), !asked.contains(","),
                 !(response.headers["Content-Type"] ?? "").lowercased().hasPrefix("multipart/"),
@@ -152,7 +153,8 @@ enum PartialContent {
                 let range = response.headers["Content-Range"].flatMap(ContentRange.init),
                 range.length <= storableLength, range.bytes.count == response.body.count,
                 CacheEngine.varyNames(response.headers["Vary"]).isEmpty,
-                Freshness.isStorable(status: 206, headers: response.headers)
+                Freshness.isStorable(status: 206, headers: response.headers, for: audience),
+                Freshness.allowsStoring(responseTo: request, headers: response.headers, for: audience)
             else { return nil }
             self.range = range
             self.etag = response.headers["ETag"]?.trimmingSpaces()

@@ -50,7 +50,8 @@ public struct FetchOptions: Sendable, Hashable {
     /// (it is what the key names); without a key it is not stored, since it is another URL's.
     public var cacheKey: String?
 
-    /// Options for one fetch; the defaults are a private cache by RFC 9111.
+    /// Options for one fetch; the defaults are a private cache by RFC 9111 (a shared one in a
+    /// directory a group shares).
     public init(
         forceRefresh: Bool = false, onlyFromCache: Bool = false, staleIfError: Bool = false,
         heuristicFreshness: Bool = true, heuristicFreshnessLimit: Duration = .seconds(86_400),
@@ -129,7 +130,8 @@ public struct FetchResult: Sendable {
 
 extension SharedCache {
     /// Sends `request` through the cache: a conditional GET when a stored response needs
-    /// validating, no request at all when it is fresh (RFC 9111, as a private cache).
+    /// validating, no request at all when it is fresh (RFC 9111, as a private cache; as a shared
+    /// one in a directory a group shares, ``Sharing/group``, since several users read it then).
     ///
     /// - Stored bodies are pinned (held open and checked) before `If-None-Match` /
     ///   `If-Modified-Since` are sent, so a 304 is always answered with a body, even if another

@@ -80,6 +80,12 @@ final class StoredCandidate: @unchecked Sendable {
     /// Milliseconds since the response was generated.
     func age(at now: Int64) -> Int64 { max(0, now - entry.storedAt) }
 
+    /// Whether the stored body is the representation's bytes as the origin sent them: it has no
+    /// `Content-Encoding` (but `identity`), which a transport may have decoded (URLSession does).
+    var bodyIsAsSent: Bool {
+        (response.headers["Content-Encoding"]?.trimmingSpaces().lowercased() ?? "identity") == "identity"
+    }
+
     /// The stored fields as served at `now`: with the `Age` of this version (§4.2.3), and, once
     /// a 304 freshened it, the `Date` of its birth then (§4.3.4: the 304's `Date` replaces the
     /// stored one; a `freshened` record keeps only the birth, which the `Date` and `Age` the 304
@@ -268,13 +274,16 @@ extension CacheEngine {
         "proxy-authenticate", "proxy-authentication-info", "proxy-authorization",
     ]
 
-    /// The fields of `headers` a cache may keep (RFC 9111 §3.1): not the hop-by-hop ones nor a
-    /// proxy's (``neverStored``), nor those `Connection` nominates, nor those a qualified
-    /// `no-cache="…"` names (§5.2.2.4: they must not be reused without revalidation, so they
-    /// are not kept at all; the rest of the response is). `private="…"` limits only shared
-    /// caches (§5.2.2.7) and drops nothing.
-    static func storableFields(_ headers: HTTPHeaders) -> HTTPHeaders {
-        withoutUnreusable(endToEndFields(headers))
+    /// Whom this cache's responses are for: a directory a group shares is a shared cache.
+    var audience: Audience { Audience(configuration.sharing) }
+
+    /// The fields of `headers` a cache serving `audience` may keep (RFC 9111 §3.1): not the
+    /// hop-by-hop ones nor a proxy's (``neverStored``), nor those `Connection` nominates, nor
+    /// those a qualified `no-cache="…"` names (§5.2.2.4: they must not be reused without
+    /// revalidation, so they are not kept at all; the rest of the response is), nor, in a
+    /// shared cache, those a qualified `private="…"` names (§5.2.2.7).
+    static func storableFields(_ headers: HTTPHeaders, for audience: Audience) -> HTTPHeaders {
+        withoutUnreusable(endToEndFields(headers), for: audience)
     }
 
     /// The fields of `headers` that are not the connection's nor a proxy's (``neverStored``),
@@ -286,10 +295,12 @@ extension CacheEngine {
         }
     }
 
-    /// `headers` without the fields its `Cache-Control` names in a qualified `no-cache="…"`,
-    /// but for those `validated` carries.
-    private static func withoutUnreusable(_ headers: HTTPHeaders, except validated: HTTPHeaders = [:]) -> HTTPHeaders {
-        let unreusable = CacheControl(headers["Cache-Control"]).noCacheFields
+    /// `headers` without the fields its `Cache-Control` keeps `audience` from reusing
+    /// (``CacheControl/unreusableFields(for:)``), but for those `validated` carries.
+    private static func withoutUnreusable(
+        _ headers: HTTPHeaders, for audience: Audience, except validated: HTTPHeaders = [:]
+    ) -> HTTPHeaders {
+        let unreusable = CacheControl(headers["Cache-Control"]).unreusableFields(for: audience)
         guard !unreusable.isEmpty else { return headers }
         return headers.filtered { name in
             validated[name] != nil || !unreusable.contains { $0.caseInsensitiveEquals(name) }
@@ -358,24 +369,31 @@ extension CacheEngine {
         primaryKey: String, request: URLRequest, response: TransportResponse, requestTime: Int64,
         responseTime: Int64, heuristicCap: Int64?
     ) -> StoragePlan? {
-        guard response.status != 206, Freshness.isStorable(status: response.status, headers: response.headers) else {
-            return nil
-        }
+        guard response.status != 206,
+            Freshness.isStorable(status: response.status, headers: response.headers, for: audience),
+            Freshness.allowsStoring(responseTo: request, headers: response.headers, for: audience)
+        else { return nil }
         let names = Self.varyNames(response.headers["Vary"])
         guard !names.contains("*") else { return nil }
         let lifetime = Freshness.lifetime(
-            status: response.status, headers: response.headers, responseTime: responseTime, heuristicCap: heuristicCap)
-        // Neither fresh for any time nor revalidatable: storing it could never save a byte.
-        guard lifetime > 0 || response.headers["ETag"] != nil || response.headers["Last-Modified"] != nil else {
-            return nil
-        }
+            status: response.status, headers: response.headers, responseTime: responseTime, heuristicCap: heuristicCap,
+            for: audience)
+        // Neither fresh for any time, nor revalidatable, nor given a lifetime or a stale window
+        // by the origin: storing it could never save a byte. One the origin gave a lifetime,
+        // even 0, is served stale where that is allowed (RFC 5861, `max-stale`, offline).
+        let directives = CacheControl(response.headers["Cache-Control"])
+        guard
+            lifetime > 0 || response.headers["ETag"] != nil || response.headers["Last-Modified"] != nil
+                || directives.maxAge != nil || response.headers["Expires"] != nil
+                || directives.staleIfError != nil || directives.staleWhileRevalidate != nil
+        else { return nil }
         return StoragePlan(
             primaryKey: primaryKey,
             key: names.isEmpty ? primaryKey : Self.variantKey(primaryKey, names: names, request: request),
             varyNames: names,
             response: StoredResponse(
                 status: response.status,
-                headers: Self.storableFields(Self.dated(response.headers, receivedAt: responseTime)),
+                headers: Self.storableFields(Self.dated(response.headers, receivedAt: responseTime), for: audience),
                 lifetime: lifetime,
                 mustRevalidate: false, varyValues: Self.varyValues(names: names, request: request)),
             validators: response.headers,
@@ -443,7 +461,7 @@ extension CacheEngine {
     ) throws -> StoredVersion {
         var response = response
         let directives = CacheControl(response.headers["Cache-Control"])
-        response.mustRevalidate = directives.mustRevalidate || directives.noCache
+        response.mustRevalidate = directives.forbidsStaleUse(for: audience)
         var metadata = EntryMetadata(etag: validators["ETag"], lastModified: validators["Last-Modified"])
         metadata.attributes = StoredHTTP.response(response).encoded()
         let expiresAt = retention(birth: birth, lifetime: response.lifetime, now: Clock.nowMilliseconds())
@@ -500,11 +518,16 @@ extension CacheEngine {
         var lifetime: Int64
         var birth: Int64
         var expiresAt: Int64
-        /// Freshness lasts as long as before, and no field changed but `Date`, `Age` and an
-        /// `Expires` that `max-age` overrides (§5.3; an origin's `expires 1h` moves both in
-        /// every answer): a `freshened` record, which moves the entry's birth, says it all. The
-        /// `Date` served is then the birth's (see ``StoredCandidate/servedFields(at:)``).
+        /// Freshness lasts as long as before, no field changed but `Date` and `Age`, and the
+        /// 304's `Date` is its birth's, to the second: a `freshened` record, which moves the
+        /// entry's birth, says it all, since the `Date` served is then the birth's (see
+        /// ``StoredCandidate/servedFields(at:)``). A new `Expires`, even one `max-age`
+        /// overrides, is a field to store (§3.2), and so is a `Date` that an `Age` or the
+        /// origin's clock sets apart from the birth (§4.2.3).
         var changesOnlyFreshness: Bool
+        /// Whether the updated response may stay stored: not once the 304 says `no-store`
+        /// (§5.2.2.5), which forbids storing any part of it.
+        var isStorable: Bool
     }
 
     /// What a 304's or a HEAD's fields change about `candidate` (RFC 9111 §4.3.4): its fields
@@ -515,18 +538,20 @@ extension CacheEngine {
     ) -> Revalidation {
         let dated = Self.dated(update, receivedAt: responseTime)
         let combined = Self.merged(candidate.response.headers, dated)
-        let merged = Self.withoutUnreusable(combined)
+        let merged = Self.withoutUnreusable(combined, for: audience)
         let lifetime = Freshness.lifetime(
-            status: candidate.response.status, headers: merged, responseTime: responseTime, heuristicCap: heuristicCap)
+            status: candidate.response.status, headers: merged, responseTime: responseTime, heuristicCap: heuristicCap,
+            for: audience)
         let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: update)
+        let date = dated["Date"].flatMap { HTTPDate.parse($0) }
         return Revalidation(
-            headers: merged, served: Self.withoutUnreusable(combined, except: dated), lifetime: lifetime, birth: birth,
+            headers: merged, served: Self.withoutUnreusable(combined, for: audience, except: dated), lifetime: lifetime,
+            birth: birth,
             expiresAt: retention(birth: birth, lifetime: lifetime, now: Clock.nowMilliseconds()),
             changesOnlyFreshness: lifetime == candidate.response.lifetime
-                && merged.equals(
-                    candidate.response.headers,
-                    ignoring: CacheControl(merged["Cache-Control"]).maxAge == nil
-                        ? ["date", "age"] : ["date", "age", "expires"])
+                && merged.equals(candidate.response.headers, ignoring: ["date", "age"])
+                && date.map { $0 / 1000 == birth / 1000 } == true,
+            isStorable: Freshness.isStorable(status: candidate.response.status, headers: merged, for: audience)
         )
     }
 
@@ -535,11 +560,11 @@ extension CacheEngine {
     /// one, RFC 9110 §5.3) — validators included — but for `Content-Length`
     /// (a 304's, a HEAD's or a part's is not the stored body's), `Content-Range` (which this
     /// cache processes, and which says what a stored part holds) and the fields a cache never
-    /// keeps (``storableFields(_:)``).
-    static func updatedFields(_ stored: HTTPHeaders, by update: HTTPHeaders) -> HTTPHeaders {
+    /// keeps (``storableFields(_:for:)``).
+    static func updatedFields(_ stored: HTTPHeaders, by update: HTTPHeaders, for audience: Audience) -> HTTPHeaders {
         // The stored fields were storable, and so are the new ones; but a new `Cache-Control`
         // may name stored fields in its `no-cache="…"`, and the stored one new fields.
-        withoutUnreusable(merged(stored, update))
+        withoutUnreusable(merged(stored, update), for: audience)
     }
 
     /// `stored` with each field `update` carries in place of the stored ones of its name, but

@@ -44,7 +44,7 @@ extension CacheEngine {
         primaryKey: String, request: URLRequest, response: TransportResponse, requestTime: Int64,
         responseTime: Int64, heuristicCap: Int64?
     ) throws -> StoredOutcome? {
-        guard let part = PartialContent.Part(response, request: request) else { return nil }
+        guard let part = PartialContent.Part(response, request: request, for: audience) else { return nil }
         if let complete = try entry(forKey: primaryKey) {
             switch StoredHTTP(complete.attributes) {
             case .variants:
@@ -57,7 +57,7 @@ extension CacheEngine {
         var ranges = PartialContent.Ranges(length: part.range.length, ranges: [part.range.bytes])
         var body = response.body
         let received = Self.dated(response.headers, receivedAt: responseTime)
-        var headers = Self.storableFields(received)
+        var headers = Self.storableFields(received, for: audience)
         headers.set("Content-Length", nil)
         var ignored: [(hash: KeyHash, entry: IndexEntry, at: Int64)] = []
         if let stored = try lookupParts(primaryKey: primaryKey, accessesDue: &ignored), let held = stored.parts,
@@ -65,7 +65,7 @@ extension CacheEngine {
             let storedBody = try stored.body()
         {
             (ranges, body) = held.adding(part.range.bytes, response.body, to: storedBody)
-            headers = Self.updatedFields(stored.response.headers, by: received)
+            headers = Self.updatedFields(stored.response.headers, by: received, for: audience)
         }
         headers.set("Content-Range", nil)
         if ranges.isComplete {
@@ -80,7 +80,7 @@ extension CacheEngine {
         }
         for field in ranges.fields { headers.append("Content-Range", field.description) }
         let lifetime = Freshness.lifetime(
-            status: 206, headers: headers, responseTime: responseTime, heuristicCap: heuristicCap)
+            status: 206, headers: headers, responseTime: responseTime, heuristicCap: heuristicCap, for: audience)
         let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: response.headers)
         try storeResponse(
             key: PartialContent.key(primaryKey), body: .data(body),

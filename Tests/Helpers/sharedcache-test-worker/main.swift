@@ -503,8 +503,9 @@ do {
         request.setValue(ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_RANGE"], forHTTPHeaderField: "Range")
         let result = try await cache.fetch(request, transport: DelayedTransport())
         await cache.waitForBackgroundRevalidations()
+        // The Cache-Status last: it holds spaces.
         print(
-            "source=\(result.source) status=\(result.status) bytes=\(result.data.count) sha=\(KeyHash(key: String(decoding: result.data, as: UTF8.self)))"
+            "source=\(result.source) status=\(result.status) bytes=\(result.data.count) sha=\(KeyHash(key: String(decoding: result.data, as: UTF8.self))) cache-status=\(result.cacheStatus ?? "")"
         )
 
     case "fetch-memory":

@@ -90,6 +90,60 @@ struct ConformanceTests {
         #expect(second.source == .revalidated && logged.count == 2)
     }
 
+    // MARK: A directory a group shares is a shared cache (RFC 9111 §1)
+
+    /// A cache in a directory its group shares: several users, so a shared cache.
+    func sharedCache() throws -> SharedCache {
+        try SharedCache(directory: directory("shared"), configuration: Configuration(sharing: .group))
+    }
+
+    @Test("§5.2.2.7: a shared cache never stores private; private=\"field\" is stored without the field")
+    func aSharedCacheKeepsNothingPrivate() async throws {
+        let shared = try sharedCache()
+        for path in ["/h/private/s.txt", "/h/privatefield/s.txt"] { try origin.write(path, "mine") }
+        _ = try await shared.fetch(request("/h/private/s.txt"))
+        #expect(try await shared.fetch(request("/h/private/s.txt")).source == .downloaded)
+        #expect(origin.requests(to: "/h/private/s.txt", atLeast: 2).count == 2)
+        _ = try await shared.fetch(request("/h/privatefield/s.txt"))
+        let field = try await shared.fetch(request("/h/privatefield/s.txt"))
+        #expect(field.source == .fresh && field.headers["X-Mine"] == nil)
+    }
+
+    @Test("§5.2.2.10: a shared cache goes by s-maxage over max-age, and never serves it stale")
+    func aSharedCacheGoesBySharedMaxAge() async throws {
+        let shared = try sharedCache()
+        try origin.write("/h/smaxage/s.txt", "shared")
+        _ = try await shared.fetch(request("/h/smaxage/s.txt"))
+        #expect(try await shared.fetch(request("/h/smaxage/s.txt")).source == .fresh)
+        #expect(origin.requests(to: "/h/smaxage/s.txt", atLeast: 1).count == 1)
+        // §5.2.2.8, §5.2.2.10: proxy-revalidate and s-maxage forbid stale use there, not here.
+        for directives in ["s-maxage=0, stale-if-error=3600", "max-age=0, proxy-revalidate, stale-if-error=3600"] {
+            for (name, cache) in [("shared", shared), ("private", cache)] {
+                let path = "/stale-use/\(name)/\(directives.count)"
+                let transport = ScriptedTransport([
+                    Self.response(200, ["Cache-Control": directives, "ETag": "\"e\"", "Date": Self.date()], "stored"),
+                    Self.response(500, ["Date": Self.date()], "failed"),
+                ])
+                _ = try await cache.fetch(request(path), transport: transport)
+                let second = try await cache.fetch(request(path), transport: transport)
+                #expect(second.status == (name == "shared" ? 500 : 200), "\(name): \(directives)")
+            }
+        }
+    }
+
+    @Test("§3.5: a shared cache keeps the answer to a request with Authorization only if it says another user may have it")
+    func aSharedCacheKeepsAnAuthorizedAnswerOnlyIfAllowed() async throws {
+        let shared = try sharedCache()
+        try origin.write("/fresh/shared-auth.txt", "mine")
+        let authorized = [("Authorization", "Bearer x")]
+        _ = try await shared.fetch(request("/fresh/shared-auth.txt", authorized))
+        #expect(try await shared.fetch(request("/fresh/shared-auth.txt", authorized)).source == .downloaded)
+        #expect(origin.requests(to: "/fresh/shared-auth.txt", atLeast: 2).count == 2)
+        try origin.write("/h/smaxage/shared-auth.txt", "everyone's")
+        _ = try await shared.fetch(request("/h/smaxage/shared-auth.txt", authorized))
+        #expect(try await shared.fetch(request("/h/smaxage/shared-auth.txt", authorized)).source == .fresh)
+    }
+
     // MARK: Heuristic freshness (RFC 9111 §4.2.2)
 
     @Test("§4.2.2: on by default, 10 % of the time since Last-Modified, capped; the option turns it off")

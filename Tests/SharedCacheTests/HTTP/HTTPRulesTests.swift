@@ -68,7 +68,8 @@ struct HTTPRulesTests {
         let date = HTTPDate.format(now)
         func lifetime(_ headers: HTTPHeaders, heuristic: Bool = false) -> Int64 {
             Freshness.lifetime(
-                status: 200, headers: headers, responseTime: now, heuristicCap: heuristic ? Freshness.heuristicCap : nil)
+                status: 200, headers: headers, responseTime: now, heuristicCap: heuristic ? Freshness.heuristicCap : nil,
+                for: .private)
         }
         #expect(lifetime(["Cache-Control": "max-age=60", "Expires": HTTPDate.format(now + 999_000)]) == 60_000)
         #expect(lifetime(["Date": date, "Expires": HTTPDate.format(now + 120_000)]) == 120_000)
@@ -163,7 +164,9 @@ struct HTTPRulesTests {
 
     @Test("RFC 9111 §3: which responses a private cache may store")
     func storability() {
-        func storable(_ status: Int, _ headers: HTTPHeaders) -> Bool { Freshness.isStorable(status: status, headers: headers) }
+        func storable(_ status: Int, _ headers: HTTPHeaders) -> Bool {
+            Freshness.isStorable(status: status, headers: headers, for: .private)
+        }
         #expect(storable(500, ["Cache-Control": "max-age=60"]) && storable(503, ["Expires": "0"]))
         #expect(storable(418, ["Cache-Control": "public"]) && storable(599, ["Cache-Control": "private"]))
         #expect(!storable(500, [:]) && storable(404, [:]) && storable(200, [:]) && storable(414, [:]))
@@ -176,11 +179,56 @@ struct HTTPRulesTests {
         #expect(!storable(299, ["Cache-Control": "must-understand, no-store, max-age=60"]))
         // §4.2.2: the heuristic only for heuristically cacheable codes, or public.
         let old: HTTPHeaders = ["Last-Modified": "Thu, 01 Jan 2015 00:00:00 GMT", "Date": "Fri, 01 Jan 2016 00:00:00 GMT"]
-        #expect(Freshness.lifetime(status: 500, headers: old, responseTime: 0, heuristicCap: Freshness.heuristicCap) == 0)
+        func lifetime(_ status: Int, _ headers: HTTPHeaders, cap: Int64 = Freshness.heuristicCap) -> Int64 {
+            Freshness.lifetime(status: status, headers: headers, responseTime: 0, heuristicCap: cap, for: .private)
+        }
+        #expect(lifetime(500, old) == 0)
         var open = old
         open.append("Cache-Control", "public")
-        #expect(Freshness.lifetime(status: 500, headers: open, responseTime: 0, heuristicCap: Freshness.heuristicCap) > 0)
-        #expect(Freshness.lifetime(status: 200, headers: old, responseTime: 0, heuristicCap: 5000) == 5000)
+        #expect(lifetime(500, open) > 0)
+        #expect(lifetime(200, old, cap: 5000) == 5000)
+    }
+
+    @Test("RFC 9111 §3, §3.5, §5.2.2.7, §5.2.2.8, §5.2.2.10: what changes for a shared cache")
+    func sharedStorabilityAndFreshness() throws {
+        func storable(_ headers: HTTPHeaders, for audience: Audience) -> Bool {
+            Freshness.isStorable(status: 500, headers: headers, for: audience)
+        }
+        // An unqualified private is never stored by a shared cache; a qualified one is, without
+        // its fields; s-maxage makes a response storable for a shared cache only.
+        #expect(storable(["Cache-Control": "private"], for: .private))
+        #expect(!storable(["Cache-Control": "private, max-age=60"], for: .shared))
+        #expect(storable(["Cache-Control": "private=\"X-Mine\", max-age=60"], for: .shared))
+        let sharedOnly: HTTPHeaders = ["Cache-Control": "s-maxage=60"]
+        #expect(storable(sharedOnly, for: .shared) && !storable(sharedOnly, for: .private))
+        let fields: HTTPHeaders = [
+            "Cache-Control": "max-age=60, private=\"X-Mine\"", "X-Mine": "m", "X-Kept": "k",
+        ]
+        #expect(CacheEngine.storableFields(fields, for: .shared).map(\.name) == ["Cache-Control", "X-Kept"])
+        #expect(CacheEngine.storableFields(fields, for: .private).count == 3)
+        // s-maxage before max-age, and then no stale use; proxy-revalidate likewise.
+        let both: HTTPHeaders = ["Cache-Control": "max-age=10, s-maxage=600"]
+        for (audience, expected) in [(Audience.private, Int64(10_000)), (.shared, 600_000)] {
+            let lifetime = Freshness.lifetime(status: 200, headers: both, responseTime: 0, heuristicCap: nil, for: audience)
+            #expect(lifetime == expected)
+        }
+        for directives in ["s-maxage=60", "proxy-revalidate"] {
+            #expect(CacheControl(directives).forbidsStaleUse(for: .shared), "\(directives)")
+            #expect(!CacheControl(directives).forbidsStaleUse(for: .private), "\(directives)")
+        }
+        // §3.5: the answer to a request with Authorization, only when the response allows it.
+        var request = URLRequest(url: try #require(URL(string: "http://example.com/a")))
+        request.setValue("Bearer x", forHTTPHeaderField: "Authorization")
+        for (directives, allowed) in [
+            ("max-age=60", false), ("public, max-age=60", true), ("must-revalidate, max-age=60", true),
+            ("s-maxage=60", true),
+        ] {
+            let headers: HTTPHeaders = ["Cache-Control": directives]
+            let shared = Freshness.allowsStoring(responseTo: request, headers: headers, for: .shared)
+            #expect(shared == allowed, "\(directives)")
+            #expect(Freshness.allowsStoring(responseTo: request, headers: headers, for: .private), "\(directives)")
+        }
+        #expect(Audience(.group) == .shared && Audience(.owner) == .private)
     }
 
     @Test("RFC 9111 §1.2.2, §5.2: delta-seconds and the directives a private cache reads")
@@ -199,7 +247,7 @@ struct HTTPRulesTests {
             "Cache-Control": "max-age=60, no-cache=\"Set-Cookie\"", "Set-Cookie": "a=b", "X-Kept": "1", "TE": "trailers",
             "Proxy-Authenticate": "Basic", "Proxy-Authentication-Info": "a=b", "Proxy-Authorization": "Basic eA==",
         ]
-        #expect(CacheEngine.storableFields(headers).map(\.name) == ["Cache-Control", "X-Kept"])
+        #expect(CacheEngine.storableFields(headers, for: .private).map(\.name) == ["Cache-Control", "X-Kept"])
     }
 
     @Test("RFC 9111 §3.2, §5.2.2.4: a 304's fields replace the stored ones, but never with an unreusable field")
@@ -210,11 +258,11 @@ struct HTTPRulesTests {
         let update: HTTPHeaders = [
             "etag": "\"b\"", "Content-Length": "0", "X-Secret": "s", "Connection": "X-Hop", "X-Hop": "h", "X-New": "n",
         ]
-        let merged = CacheEngine.updatedFields(stored, by: update)
+        let merged = CacheEngine.updatedFields(stored, by: update, for: .private)
         #expect(merged.map(\.name) == ["Cache-Control", "ETag", "Content-Length", "X-Old", "X-New"])
         #expect(merged["ETag"] == "\"b\"" && merged["Content-Length"] == "10")
         // A new Cache-Control names a stored field: that one goes.
-        let renamed = CacheEngine.updatedFields(stored, by: ["Cache-Control": "max-age=60, no-cache=\"x-old\""])
+        let renamed = CacheEngine.updatedFields(stored, by: ["Cache-Control": "max-age=60, no-cache=\"x-old\""], for: .private)
         #expect(renamed.map(\.name) == ["Cache-Control", "ETag", "Content-Length"])
     }
 
@@ -313,7 +361,7 @@ struct HTTPRulesTests {
             var request = request
             if let range { request.setValue(range, forHTTPHeaderField: "Range") }
             return PartialContent.Part(
-                TransportResponse(status: status, headers: headers, body: Data(body.utf8)), request: request) != nil
+                TransportResponse(status: status, headers: headers, body: Data(body.utf8)), request: request, for: .private) != nil
         }
         let fields: HTTPHeaders = ["ETag": "\"v\"", "Content-Range": "bytes 2-5/10", "Cache-Control": "max-age=60"]
         #expect(part(fields))
@@ -339,10 +387,14 @@ struct HTTPRulesTests {
         forwarded.stored = true
         forwarded.ttl = 60
         #expect(forwarded.description == "SharedCache; fwd=uri-miss; fwd-status=200; stored; ttl=60")
-        var collapsed = CacheStatus.hit
+        var collapsed = CacheStatus(forward: .stale)
         collapsed.collapsed = true
         collapsed.detail = "range"
-        #expect(collapsed.description == "SharedCache; hit; collapsed; detail=range")
+        #expect(collapsed.description == "SharedCache; fwd=stale; collapsed; detail=range")
+        var generated = CacheStatus()
+        generated.isGenerated = true
+        generated.detail = "only-if-cached"
+        #expect(generated.description == "SharedCache; detail=only-if-cached")
     }
 
     @Test("RFC 9112 §7: the plain connection undoes chunked and keeps an unknown transfer coding as received")

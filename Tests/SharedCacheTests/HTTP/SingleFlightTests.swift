@@ -82,18 +82,33 @@ struct SingleFlightTests {
     }
 
     /// Collapsed revalidation: processes that ask for a stale entry at the same time share one
-    /// conditional request and its 304 (as Varnish and nginx's proxy_cache_lock do) — those
-    /// that wait for the lock, and those that get it just after the 304 came back (the odd
-    /// ones pause past it between their lookup and the lock, and used to send their own).
+    /// conditional request and its 304, which leaves it fresh (as Varnish and nginx's
+    /// proxy_cache_lock do) — those that wait for the lock, and those that get it just after the
+    /// 304 came back (the odd ones pause past it between their lookup and the lock, and used to
+    /// send their own).
     @Test func sixProcessesRevalidatingOneStaleEntrySendOneConditionalRequest() async throws {
-        try origin.write("/plain/shared.txt", "shared body")
+        try origin.write("/refreshed/shared.txt", "shared body")
         let cache = try SharedCache(directory: directory("cache"))
-        _ = try await cache.fetch(URLRequest(url: origin.url("/plain/shared.txt")))
-        let lines = try await fetchTogether("/plain/shared.txt", count: 6, delay: 5000, pause: 5300)
+        _ = try await cache.fetch(URLRequest(url: origin.url("/refreshed/shared.txt")))
+        let lines = try await fetchTogether("/refreshed/shared.txt", count: 6, delay: 5000, pause: 5300)
         let sources = lines.flatMap { $0 }.map { String($0.split(separator: " ")[0]) }
         #expect(sources.filter { $0 == "source=revalidated" }.count == 1, "\(sources)")
         #expect(sources.filter { $0 == "source=fresh" }.count == 5, "\(sources)")
         #expect(origin.requests(atLeast: 2).map(\.status) == [200, 304])
+    }
+
+    /// RFC 9111 §4: a response answers the requests collapsed with it only if it may be reused
+    /// for them. One stale at once (`max-age=0`) may not (§4.2.4), so each process that waited
+    /// sends its own conditional request, all at the same moment once the first one's is back,
+    /// and says so (`collapsed=?0`, RFC 9211 §2.6).
+    @Test func processesWaitingForARevalidationThatLeavesItStaleRevalidateThemselves() async throws {
+        try origin.write("/plain/stays-stale.txt", "stale at once")
+        let cache = try SharedCache(directory: directory("cache"))
+        _ = try await cache.fetch(URLRequest(url: origin.url("/plain/stays-stale.txt")))
+        let lines = try await fetchTogether("/plain/stays-stale.txt", count: 4, delay: 3000).flatMap { $0 }
+        #expect(lines.count == 4 && lines.allSatisfy { $0.hasPrefix("source=revalidated status=200") }, "\(lines)")
+        #expect(lines.filter { $0.contains("; collapsed=?0") }.count == 3, "\(lines)")
+        #expect(origin.requests(atLeast: 5).map(\.status) == [200, 304, 304, 304, 304])
     }
 
     /// RFC 5861 §3 across processes: every process serves the stale response at once, and one

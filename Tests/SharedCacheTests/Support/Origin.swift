@@ -6,7 +6,8 @@ import SharedCacheTestSupport
 ///
 /// Started through ``LoopbackOrigin`` (as the benchmark's and the stress run's origins are),
 /// with a log format of its own. Locations: `/plain/` adds `Cache-Control: max-age=0` (stale at
-/// once, revalidated on every use; no heuristic freshness); `/heuristic/` adds nothing (its
+/// once, revalidated on every use; no heuristic freshness); `/refreshed/` is stale at once too,
+/// but answers a conditional request with an hour of freshness; `/heuristic/` adds nothing (its
 /// Last-Modified gives heuristic freshness); `/fresh/` adds `expires 1h` (long, so that a slow
 /// machine cannot outlast it); `/nostore/` adds `Cache-Control: no-store`;
 /// `/vary/page` serves `/vary/<language>.txt` by `Accept-Language` with `Vary` and an hour of
@@ -49,9 +50,11 @@ final class Origin {
             access_log \(logs) probe;
             default_type text/plain;
             map $http_accept_language $language { default en; ~^fr fr; }
+            map $http_if_none_match $refreshed { "" max-age=0; default max-age=3600; }
             """
         let locations = """
             location /plain/ { add_header Cache-Control max-age=0; }
+            location /refreshed/ { add_header Cache-Control $refreshed; }
             location /fresh/ { expires 1h; }
             location /nostore/ { add_header Cache-Control no-store; }
             location = /vary/page { add_header Vary Accept-Language; expires 1h; try_files /vary/$language.txt =404; }
@@ -67,7 +70,7 @@ final class Origin {
             """
         guard
             let server = try LoopbackOrigin(root: directory.path, http: http, locations: locations, populate: { www in
-                for folder in ["fresh", "nostore", "vary", "slow", "stall", "rated", "updated", "things", "plain", "heuristic", "h"] + Self.ruleFolders {
+                for folder in ["fresh", "nostore", "vary", "slow", "stall", "rated", "updated", "things", "plain", "refreshed", "heuristic", "h"] + Self.ruleFolders {
                     try FileManager.default.createDirectory(atPath: "\(www)/\(folder)", withIntermediateDirectories: true)
                 }
             })

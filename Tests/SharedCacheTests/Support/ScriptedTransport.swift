@@ -15,6 +15,9 @@ final class ScriptedTransport: HTTPTransport {
         self.responses = responses
     }
 
+    /// How many requests were sent so far.
+    var requests: Int { sent.withLock { $0 } }
+
     func send(_ request: URLRequest) async throws -> TransportResponse {
         let index = sent.withLock { sent in
             defer { sent += 1 }

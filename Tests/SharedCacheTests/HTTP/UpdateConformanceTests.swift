@@ -1,0 +1,219 @@
+import Foundation
+import SharedCachePlatform
+import Testing
+
+@testable import SharedCache
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+// The rules a scripted origin shows best: what a 304 may update and how, which stale responses
+// are kept for stale use, the entity-tag and date comparisons of conditional requests, and the
+// fields of answers no stored response gave.
+extension ConformanceTests {
+    static func response(_ status: Int, _ headers: HTTPHeaders, _ body: String = "") -> TransportResponse {
+        TransportResponse(status: status, headers: headers, body: Data(body.utf8))
+    }
+
+    /// A `Date` of `offset` milliseconds from now, to the second.
+    static func date(_ offset: Int64 = 0) -> String { HTTPDate.format(Clock.nowMilliseconds() + offset) }
+
+    // MARK: Stale use of what has no freshness (RFC 5861, RFC 9111 §4.2.4)
+
+    @Test("RFC 5861 §4: a response with max-age=0 and no validator is kept for stale-if-error, in it or in the request")
+    func aResponseWithoutLifetimeOrValidatorIsKeptForStaleIfError() async throws {
+        for (path, response, request) in [
+            ("/sie-response", "max-age=0, stale-if-error=3600", nil),
+            ("/sie-request", "max-age=0", "stale-if-error=3600"),
+        ] {
+            let transport = ScriptedTransport([
+                Self.response(200, ["Cache-Control": response, "Date": Self.date()], "kept"),
+                Self.response(500, ["Date": Self.date()], "failed"),
+            ])
+            _ = try await fetch(path, transport: transport)
+            let second = try await fetch(path, request.map { [("Cache-Control", $0)] } ?? [], transport: transport)
+            #expect(second.status == 200 && second.source == .offline && second.data == Data("kept".utf8), "\(path)")
+            #expect(transport.requests == 2, "\(path)")
+        }
+    }
+
+    @Test("RFC 5861 §3, RFC 9111 §5.2.1.1: such a response serves stale-while-revalidate and a request's max-stale")
+    func aResponseWithoutLifetimeOrValidatorServesStaleWhereAllowed() async throws {
+        let revalidating = ScriptedTransport([
+            Self.response(200, ["Cache-Control": "max-age=0, stale-while-revalidate=3600", "Date": Self.date()], "one")
+        ])
+        _ = try await fetch("/swr-bare", transport: revalidating)
+        let stale = try await fetch("/swr-bare", transport: revalidating)
+        #expect(stale.source == .stale && stale.data == Data("one".utf8))
+        await cache.waitForBackgroundRevalidations()
+
+        let tolerant = ScriptedTransport([
+            Self.response(200, ["Cache-Control": "max-age=0", "Date": Self.date()], "one")
+        ])
+        _ = try await fetch("/max-stale-bare", transport: tolerant)
+        let accepted = try await fetch("/max-stale-bare", [("Cache-Control", "max-stale=3600")], transport: tolerant)
+        #expect(accepted.source == .fresh && accepted.data == Data("one".utf8) && tolerant.requests == 1)
+        // Without max-stale it goes to the origin, as max-age=0 says.
+        #expect(try await fetch("/max-stale-bare", transport: tolerant).source == .downloaded)
+    }
+
+    @Test("RFC 9111 §3: a response with no lifetime, no validator and no stale directive is not kept")
+    func aResponseNothingCouldReuseIsNotKept() async throws {
+        let transport = ScriptedTransport([Self.response(200, ["Date": Self.date()], "dynamic")])
+        _ = try await fetch("/bare", transport: transport)
+        #expect(try cache.entry(forKey: SharedCache.cacheKey(for: origin.url("/bare"))) == nil)
+    }
+
+    // MARK: What a 304 updates (RFC 9111 §3.2, §4.3.4)
+
+    @Test("RFC 9111 §3.2: a 304's new Expires is stored even where max-age overrides it")
+    func aNotModifiedsExpiresIsStoredBesideMaxAge() async throws {
+        let (first, second) = ("Fri, 01 Jan 2038 01:01:01 GMT", "Mon, 11 Jan 2038 11:11:11 GMT")
+        let transport = ScriptedTransport([
+            Self.response(
+                200, ["Cache-Control": "max-age=600", "ETag": "\"x\"", "Expires": first, "Date": Self.date()], "x"),
+            Self.response(
+                304, ["Cache-Control": "max-age=600", "ETag": "\"x\"", "Expires": second, "Date": Self.date()]),
+        ])
+        _ = try await fetch("/expires-beside-max-age", transport: transport)
+        let revalidated = try await fetch(
+            "/expires-beside-max-age", [("Cache-Control", "no-cache")], transport: transport)
+        #expect(revalidated.source == .revalidated && revalidated.headers["Expires"] == second)
+        let later = try await fetch("/expires-beside-max-age", transport: transport)
+        #expect(later.source == .fresh && later.headers["Expires"] == second)
+    }
+
+    @Test("RFC 9111 §3.2, §4.2.3: a freshened response is served with its 304's Date, whatever Age that 304 had")
+    func aFreshenedResponseKeepsTheDateOfAnAgedNotModified() async throws {
+        let date = Self.date(-10_000)
+        let transport = ScriptedTransport([
+            Self.response(200, ["Cache-Control": "max-age=600", "ETag": "\"x\"", "Date": date], "x"),
+            Self.response(304, ["Cache-Control": "max-age=600", "ETag": "\"x\"", "Date": date, "Age": "100"]),
+        ])
+        _ = try await fetch("/aged-date", transport: transport)
+        _ = try await fetch("/aged-date", [("Cache-Control", "no-cache")], transport: transport)
+        let later = try await fetch("/aged-date", transport: transport)
+        #expect(later.source == .fresh && later.headers["Date"] == date)
+        #expect(try #require(later.headers["Age"].flatMap { Int($0) }) >= 100)
+    }
+
+    @Test("RFC 9111 §4.3.4: a 304 with a strong ETag updates no stored response whose ETag is weak")
+    func aStrongNotModifiedDoesNotUpdateAWeakStoredResponse() async throws {
+        let transport = ScriptedTransport([
+            Self.response(200, ["Cache-Control": "max-age=0", "ETag": "W/\"v\"", "Date": Self.date()], "weak body"),
+            Self.response(304, ["Cache-Control": "max-age=600", "ETag": "\"v\"", "Date": Self.date()]),
+            Self.response(200, ["Cache-Control": "max-age=600", "ETag": "\"v\"", "Date": Self.date()], "strong body"),
+        ])
+        _ = try await fetch("/weak-then-strong", transport: transport)
+        let second = try await fetch("/weak-then-strong", transport: transport)
+        #expect(second.source == .downloaded && second.data == Data("strong body".utf8))
+        #expect(transport.requests == 3)
+        // A weak 304 still identifies a stored response by weak comparison.
+        let weakly = ScriptedTransport([
+            Self.response(200, ["Cache-Control": "max-age=0", "ETag": "\"w\"", "Date": Self.date()], "body"),
+            Self.response(304, ["Cache-Control": "max-age=600", "ETag": "W/\"w\"", "Date": Self.date()]),
+        ])
+        _ = try await fetch("/strong-then-weak", transport: weakly)
+        #expect(try await fetch("/strong-then-weak", transport: weakly).source == .revalidated)
+    }
+
+    @Test("RFC 9111 §5.2.2.5: a 304 that says no-store is served, and the stored response goes")
+    func aNotModifiedWithNoStoreRemovesTheStoredResponse() async throws {
+        let transport = ScriptedTransport([
+            Self.response(200, ["Cache-Control": "max-age=0", "ETag": "\"s\"", "Date": Self.date()], "body"),
+            Self.response(304, ["Cache-Control": "max-age=600, no-store", "ETag": "\"s\"", "Date": Self.date()]),
+        ])
+        _ = try await fetch("/no-store-304", transport: transport)
+        let revalidated = try await fetch("/no-store-304", transport: transport)
+        #expect(revalidated.source == .revalidated && revalidated.data == Data("body".utf8))
+        #expect(try cache.entry(forKey: SharedCache.cacheKey(for: origin.url("/no-store-304"))) == nil)
+    }
+
+    // MARK: Conditional requests the cache answers (RFC 9110 §13)
+
+    @Test("RFC 9110 §8.8.3, §13.1.2: an entity tag holding a comma matches an If-None-Match member")
+    func anEntityTagWithACommaMatches() async throws {
+        let transport = ScriptedTransport([
+            Self.response(200, ["Cache-Control": "max-age=600", "ETag": "\"a,b\"", "Date": Self.date()], "body")
+        ])
+        _ = try await fetch("/comma-tag", transport: transport)
+        let matched = try await fetch("/comma-tag", [("If-None-Match", "\"x\", \"a,b\"")], transport: transport)
+        #expect(matched.status == 304)
+        let unmatched = try await fetch("/comma-tag", [("If-None-Match", "\"a\", \"b\"")], transport: transport)
+        #expect(unmatched.status == 200 && unmatched.data == Data("body".utf8))
+        #expect(HTTPExchange.entityTags(in: " \"a,b\" ,W/\"c\",, *") == ["\"a,b\"", "W/\"c\"", "*"])
+    }
+
+    @Test("RFC 9110 §13.1.5, §8.8.2.2: an If-Range date holds only for a strong Last-Modified, compared as a time")
+    func anIfRangeDateNeedsAStrongLastModified() async throws {
+        let modified = Self.date(-60_000)
+        let weak = ScriptedTransport([
+            Self.response(
+                200, ["Cache-Control": "max-age=600", "Last-Modified": modified, "Date": modified], "0123456789")
+        ])
+        _ = try await fetch("/if-range-weak", transport: weak)
+        let whole = try await fetch(
+            "/if-range-weak", [("Range", "bytes=0-1"), ("If-Range", modified)], transport: weak)
+        #expect(whole.status == 200 && whole.data.count == 10)
+
+        let strong = ScriptedTransport([
+            Self.response(
+                200, ["Cache-Control": "max-age=600", "Last-Modified": modified, "Date": Self.date()], "0123456789")
+        ])
+        _ = try await fetch("/if-range-strong", transport: strong)
+        // The same time in the RFC 850 format: "Friday, 27-Nov-26 17:00:00 GMT".
+        let fields = modified.split(separator: " ")
+        let days = [
+            "Mon": "Monday", "Tue": "Tuesday", "Wed": "Wednesday", "Thu": "Thursday", "Fri": "Friday",
+            "Sat": "Saturday", "Sun": "Sunday",
+        ]
+        let otherFormat =
+            "\(days[String(fields[0].dropLast())]!), \(fields[1])-\(fields[2])-\(fields[3].suffix(2)) \(fields[4]) GMT"
+        #expect(HTTPDate.parse(otherFormat) == HTTPDate.parse(modified))
+        for condition in [modified, otherFormat] {
+            let part = try await fetch(
+                "/if-range-strong", [("Range", "bytes=0-1"), ("If-Range", condition)], transport: strong)
+            #expect(part.status == 206 && part.data == Data("01".utf8), "\(condition)")
+        }
+    }
+
+    @Test("RFC 9110 §14.1, §14.2: a Range of a body the transport decoded from its Content-Encoding gets the whole")
+    func aRangeOfADecodedBodyGetsTheWhole() async throws {
+        // URLSession hands on a gzip body decoded, its fields as sent: the stored bytes are not
+        // the ones a range counts.
+        let transport = ScriptedTransport([
+            Self.response(
+                200,
+                [
+                    "Cache-Control": "max-age=600", "Content-Encoding": "gzip", "Content-Length": "31",
+                    "Date": Self.date(),
+                ],
+                "0123456789")
+        ])
+        _ = try await fetch("/decoded", transport: transport)
+        let ranged = try await fetch("/decoded", [("Range", "bytes=0-1")], transport: transport)
+        #expect(
+            ranged.status == 200 && ranged.data == Data("0123456789".utf8) && ranged.headers["Content-Range"] == nil)
+        #expect(ranged.source == .fresh && transport.requests == 1)
+    }
+
+    // MARK: Answers without a stored response (RFC 9110 §6.6.1, RFC 9211)
+
+    @Test("RFC 9110 §6.6.1: a response passed on without a Date gets the time it arrived")
+    func aResponsePassedOnWithoutADateGetsOne() async throws {
+        let transport = ScriptedTransport([Self.response(200, ["Cache-Control": "no-store"], "undated")])
+        let before = Clock.nowMilliseconds() / 1000 * 1000
+        let answer = try await fetch("/undated-passed-on", transport: transport)
+        let date = try #require(answer.headers["Date"].flatMap { HTTPDate.parse($0) })
+        #expect((before...Clock.nowMilliseconds()).contains(date))
+    }
+
+    @Test("RFC 9211 §2.1, §2.2: the 504 to only-if-cached is neither a hit nor forwarded")
+    func theOnlyIfCachedAnswerIsNeitherHitNorForwarded() async throws {
+        let transport = ScriptedTransport([Self.response(200, ["Cache-Control": "max-age=600"], "never sent")])
+        let answer = try await fetch("/only-if-cached", [("Cache-Control", "only-if-cached")], transport: transport)
+        #expect(answer.status == 504 && transport.requests == 0)
+        #expect(answer.cacheStatus == "SharedCache; detail=only-if-cached")
+    }
+}
