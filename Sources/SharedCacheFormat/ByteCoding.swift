@@ -66,6 +66,18 @@ package struct ByteWriter {
 
     @inline(__always)
     package mutating func append<T: FixedWidthInteger>(_ value: T) {
+        store(value)
+    }
+
+    // The integers other modules' encoders write (a stored HTTP response's), each a direct
+    // call: across modules the generic `append` runs unspecialized (see `ByteReader.read`).
+    @inline(__always) package mutating func append(_ value: UInt8) { store(value) }
+    @inline(__always) package mutating func append(_ value: UInt16) { store(value) }
+    @inline(__always) package mutating func append(_ value: UInt32) { store(value) }
+    @inline(__always) package mutating func append(_ value: Int64) { store(value) }
+
+    @inline(__always)
+    private mutating func store<T: FixedWidthInteger>(_ value: T) {
         let start = extend(by: MemoryLayout<T>.size)
         storage.withUnsafeMutableBytes { $0.storeBytes(of: value.littleEndian, toByteOffset: start, as: T.self) }
     }
@@ -125,6 +137,14 @@ package struct ByteReader {
         defer { offset += size }
         return T(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: T.self))
     }
+
+    // The integers other modules' decoders read (a stored HTTP response's), each a direct call:
+    // across modules the generic `read` runs unspecialized, through the type's witness tables,
+    // ~900 instructions a field (`package` functions cannot be `@inlinable` here).
+    @inline(__always) package mutating func read(_: UInt8.Type) throws(FormatError) -> UInt8 { try read() }
+    @inline(__always) package mutating func read(_: UInt16.Type) throws(FormatError) -> UInt16 { try read() }
+    @inline(__always) package mutating func read(_: UInt32.Type) throws(FormatError) -> UInt32 { try read() }
+    @inline(__always) package mutating func read(_: Int64.Type) throws(FormatError) -> Int64 { try read() }
 
     package mutating func readBytes(_ count: Int) throws(FormatError) -> UnsafeRawBufferPointer {
         guard count >= 0, remaining >= count else { throw .truncated }

@@ -59,8 +59,8 @@ enum StoredHTTP: Equatable {
         switch try reader.read(UInt8.self) {
         case 1:
             let status = Int(try reader.read(UInt16.self))
-            let lifetime: Int64 = try reader.read()
-            let flags: UInt8 = try reader.read()
+            let lifetime = try reader.read(Int64.self)
+            let flags = try reader.read(UInt8.self)
             return .response(
                 StoredResponse(
                     status: status, headers: try decodeHeaders(&reader), lifetime: lifetime,
