@@ -15,7 +15,8 @@ extension SharedCache {
     ///
     /// It is ``fetch(_:options:transport:)`` with Foundation's types: fresh responses are served
     /// with no request, stale ones revalidated against a pinned body (a 304 arrives as the
-    /// stored response with its whole body), one download per URL across processes, and every
+    /// stored response with its whole body), one download per URL across processes for every
+    /// request that may reuse it, and every
     /// response carries an RFC 9211 `Cache-Status` field naming `SharedCache`. The request's
     /// `cachePolicy` is honoured as URLSession's own cache would honour it:
     /// `.reloadIgnoringLocalCacheData` sends an unconditional request (and stores the answer),

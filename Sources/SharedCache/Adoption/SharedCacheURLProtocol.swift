@@ -14,7 +14,8 @@ import SharedCachePlatform
 /// to one cache into the configuration (see there for how several caches in one process are
 /// kept apart). Requests through it behave as ``SharedCache/data(for:options:)``: fresh hits
 /// without the network, validators only from a pinned body, a 304 delivered as the stored
-/// response with its whole body, one download per URL across processes, unsafe methods passed
+/// response with its whole body, one download per URL across processes for every request that
+/// may reuse it, unsafe methods passed
 /// through and invalidating, and an RFC 9211 `Cache-Status` field on every response.
 /// Responses are handed to URLSession with `.notAllowed`, so no Foundation cache stores them
 /// a second time.

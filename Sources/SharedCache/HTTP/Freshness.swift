@@ -1,25 +1,3 @@
-import Foundation
-import SharedCacheEngine
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
-/// Whom a cache's responses are for (RFC 9111 §1), which decides the rules only a shared cache
-/// has: `private` (§5.2.2.7), `s-maxage` (§5.2.2.10), `proxy-revalidate` (§5.2.2.8), and a
-/// request's `Authorization` (§3.5).
-enum Audience: Sendable {
-    /// One user: a directory only its owner uses (``Sharing/owner``).
-    case `private`
-    /// Several users: a directory a group shares (``Sharing/group``), whose members must never
-    /// be served what the origin meant for one of them.
-    case shared
-
-    init(_ sharing: Sharing) {
-        self = sharing == .group ? .shared : .private
-    }
-}
-
 /// RFC 9111 storing and freshness, in milliseconds.
 enum Freshness {
     /// Status codes heuristically cacheable by default (RFC 9110 §15.1): only these may be
@@ -38,7 +16,8 @@ enum Freshness {
     /// of: `public`, `max-age`, `Expires`, a heuristically cacheable status, and for a private
     /// cache `private`, for a shared one `s-maxage`. A shared cache never stores an unqualified
     /// `private` (§5.2.2.7). A 206 is stored only as a part, never as a complete response
-    /// (§3.3, ``PartialContent/Part``). The request's part is ``allowsStoring(responseTo:headers:for:)``.
+    /// (§3.3, ``PartialContent/Part``). The request's part is
+    /// ``allowsStoring(answeringAuthorization:headers:for:)``.
     static func isStorable(status: Int, headers: HTTPHeaders, for audience: Audience) -> Bool {
         guard (200..<600).contains(status), status != 304 else { return false }
         let directives = CacheControl(headers["Cache-Control"])
@@ -58,11 +37,14 @@ enum Freshness {
             || heuristicStatuses.contains(status)
     }
 
-    /// Whether a response to `request` may be stored for `audience` as far as the request goes
-    /// (§3.5): a shared cache keeps the answer to a request with `Authorization` only if the
-    /// response says another user may have it (`public`, `must-revalidate`, `s-maxage`).
-    static func allowsStoring(responseTo request: URLRequest, headers: HTTPHeaders, for audience: Audience) -> Bool {
-        guard audience == .shared, request.value(forHTTPHeaderField: "Authorization") != nil else { return true }
+    /// Whether a response may be stored for `audience` as far as its request goes (§3.5): a
+    /// shared cache keeps the answer to a request with `Authorization` only if the response says
+    /// another user may have it (`public`, `must-revalidate`, `s-maxage`). So it is with a 304
+    /// or a HEAD's 200 that would update a stored response.
+    static func allowsStoring(
+        answeringAuthorization authorized: Bool, headers: HTTPHeaders, for audience: Audience
+    ) -> Bool {
+        guard audience == .shared, authorized else { return true }
         let directives = CacheControl(headers["Cache-Control"])
         return directives.isPublic || directives.mustRevalidate || directives.sharedMaxAge != nil
     }

@@ -15,8 +15,9 @@ extension HTTPExchange {
     ///   - fallback: what may be served stale if the network fails (RFC 5861 §4).
     ///   - callersCandidate: the stored response the caller's own validators (sent as they are)
     ///     may select: a 304 to them updates it too (``updateFromCallersNotModified(_:_:_:_:)``).
-    ///   - locked: whether this fetch holds the URL's fetch lock; one that gave up waiting for
-    ///     it stores only if the lock is free by then.
+    ///   - locked: whether this fetch holds the URL's fetch lock; one without it (it gave up
+    ///     waiting, or the answer it waited for was not one it could reuse) stores only if the
+    ///     lock is free by then (``underFetchLock(locked:_:)``).
     func send(
         primaryKey: String, validating candidate: StoredCandidate?, fallback: StoredCandidate?,
         callersCandidate: StoredCandidate? = nil, status: CacheStatus, locked: Bool
@@ -83,7 +84,8 @@ extension HTTPExchange {
             // A 304 from where a redirect led is about that URL's response, not this one.
             let matches = answersTheURLAskedFor(response) && Self.confirms(response.headers, candidate)
             if matches, let body = try await read(candidate) {
-                let revalidation = try await freshen(candidate, body: body, by: response.headers, requestTime, responseTime)
+                let revalidation = try await freshen(
+                    candidate, body: body, by: response.headers, requestTime, responseTime, locked: locked)
                 cache.count { $0.revalidations += 1 }
                 cache.counters?.add(.revalidations)
                 // Age and freshness as of the 304's birth (RFC 9111 §4.2.3: an `Age` it carried counts).
@@ -112,17 +114,22 @@ extension HTTPExchange {
                 primaryKey: primaryKey, request: request, response: response, requestTime: requestTime,
                 responseTime: responseTime, heuristicCap: heuristicCap)
         }
-        var outcome: CacheEngine.StoredOutcome?
-        if locked {
-            outcome = try await cache.offPool(store)
-        } else if let (lock, _) = try? await cache.fetchLocks.acquire(
-            KeyHash(key: primaryKey), timeout: .zero, describing: url.absoluteString),
-            let lock
-        {
-            defer { lock.release() }
-            outcome = try await cache.offPool(store)
-        }
+        let outcome = try await underFetchLock(locked: locked) { try await cache.offPool(store) } ?? nil
         return countedDownload(response, status, stored: outcome)
+    }
+
+    /// Runs `body` under the URL's fetch lock, which keeps its variant list and parts whole:
+    /// the one this fetch holds (`locked`), or one free at once; `nil` without running it if
+    /// another fetch holds the lock (whose answer is as new, and will be stored).
+    func underFetchLock<Result>(locked: Bool, _ body: () async throws -> Result) async throws -> Result? {
+        if locked { return try await body() }
+        guard
+            let (lock, _) = try? await cache.fetchLocks.acquire(
+                KeyHash(key: primaryKey), timeout: .zero, describing: url.absoluteString),
+            let lock
+        else { return nil }
+        defer { lock.release() }
+        return try await body()
     }
 
     /// Whether `response` is about what this request's stored response is: it answers the URL
@@ -149,7 +156,9 @@ extension HTTPExchange {
         _ stored: StoredCandidate, _ response: TransportResponse, _ requestTime: Int64, _ responseTime: Int64
     ) async -> Bool {
         guard Self.selects(response.headers, stored), let body = try? await read(stored) else { return false }
-        return (try? await freshen(stored, body: body, by: response.headers, requestTime, responseTime)) != nil
+        let revalidation = try? await freshen(
+            stored, body: body, by: response.headers, requestTime, responseTime, locked: true)
+        return revalidation.map { $0.isStorable && $0.mayUpdate } ?? false
     }
 
     /// A response from the network as served, counted as a download; its `Cache-Status` says
@@ -188,28 +197,34 @@ extension HTTPExchange {
     /// any other (one `write` under a lock other processes hold as briefly: microseconds, fewer
     /// than a trip off the pool and back), unless the directory is durable (the append then
     /// waits for `fdatasync`); else a new version (when other fields changed), written off the
-    /// pool when its body is large. One the update forbids storing (`no-store`) is removed.
+    /// pool when its body is large, and under the URL's fetch lock (``underFetchLock(locked:_:)``).
+    /// One the update forbids storing (`no-store`) is removed; one it may not change (§3.5) is
+    /// left as it is.
     func freshen(
-        _ candidate: StoredCandidate, body: Data, by update: HTTPHeaders, _ requestTime: Int64, _ responseTime: Int64
+        _ candidate: StoredCandidate, body: Data, by update: HTTPHeaders, _ requestTime: Int64, _ responseTime: Int64,
+        locked: Bool
     ) async throws -> CacheEngine.Revalidation {
         let cache = cache
         let revalidation = cache.revalidation(
-            of: candidate, by: update, requestTime: requestTime, responseTime: responseTime, heuristicCap: heuristicCap)
-        guard revalidation.isStorable else {
-            // RFC 9111 §5.2.2.5: the 304 forbids storing it; it is served this once, and goes.
-            _ = try await cache.offPool {
-                try cache.remove(
-                    candidate.hash, key: Array(candidate.key.utf8), reason: .invalidated, at: candidate.entry.location)
-            }
-            return revalidation
-        }
-        if revalidation.changesOnlyFreshness,
+            of: candidate, by: update, answeringAuthorization: request.isAuthorized, requestTime: requestTime,
+            responseTime: responseTime, heuristicCap: heuristicCap)
+        guard revalidation.mayUpdate else { return revalidation }
+        // The record names the version it freshens, and applies only while that one is current.
+        if revalidation.isStorable, revalidation.changesOnlyFreshness,
             try await cache.offPool(when: cache.isDurable, { try cache.journalFreshening(candidate, revalidation) })
         {
             return revalidation
         }
-        try await cache.offPool(when: candidate.entry.bodySize > CacheEngine.inlineReadLimit) {
-            try cache.storeRevalidated(candidate, body: body, revalidation)
+        _ = try await underFetchLock(locked: locked) {
+            guard revalidation.isStorable else {
+                // RFC 9111 §5.2.2.5: the update forbids storing it; it is served this once, and goes.
+                let (hash, key, location) = (candidate.hash, Array(candidate.key.utf8), candidate.entry.location)
+                _ = try await cache.offPool { try cache.remove(hash, key: key, reason: .invalidated, at: location) }
+                return
+            }
+            try await cache.offPool(when: candidate.entry.bodySize > CacheEngine.inlineReadLimit) {
+                try cache.storeRevalidated(candidate, body: body, revalidation)
+            }
         }
         return revalidation
     }
@@ -228,8 +243,9 @@ extension HTTPExchange {
         if candidate.response.status == 200, Self.describes(response.headers, candidate),
             let body = try await read(candidate)
         {
-            let revalidation = try await freshen(candidate, body: body, by: response.headers, requestTime, responseTime)
-            status.stored = revalidation.isStorable
+            let revalidation = try await freshen(
+                candidate, body: body, by: response.headers, requestTime, responseTime, locked: false)
+            status.stored = revalidation.isStorable && revalidation.mayUpdate
             status.ttl = revalidation.lifetime == .max ? Int64(Int32.max) : revalidation.lifetime / 1000
         } else {
             let cache = cache
@@ -281,9 +297,11 @@ extension HTTPExchange {
 }
 
 extension CacheStatus {
-    /// Says whether the response was stored, and, when it was, its freshness left now (`ttl`).
+    /// Says that the response was stored, if it was, and its freshness left now (`ttl`); leaves
+    /// what an update of a stored response by a 304 to the caller's validators said.
     fileprivate mutating func record(_ outcome: CacheEngine.StoredOutcome?) {
-        stored = outcome != nil
-        ttl = outcome?.ttl(at: Clock.nowMilliseconds())
+        guard let outcome else { return }
+        stored = true
+        ttl = outcome.ttl(at: Clock.nowMilliseconds())
     }
 }

@@ -7,7 +7,8 @@ import SharedCacheFormat
 import SharedCachePlatform
 
 /// One request through the cache: decide from what is stored, go to the network when needed
-/// (one request per URL across processes), and store or freshen what comes back. Every answer
+/// (one request per URL at a time across processes, whose answer those that waited share when
+/// they may reuse it), and store or freshen what comes back. Every answer
 /// carries a `Cache-Status` (RFC 9211) saying which of these happened.
 struct HTTPExchange: Sendable {
     let cache: CacheEngine
@@ -19,6 +20,9 @@ struct HTTPExchange: Sendable {
     var observer: ResponseObserver? = nil
 
     var method: String { (request.httpMethod ?? "GET").uppercased() }
+
+    /// The key of what is stored for the request's URL: the caller's, or the URL's own.
+    var primaryKey: String { options.cacheKey ?? CacheEngine.cacheKey(for: url) }
 
     /// Sends `outgoing` through the transport, marking its failures as the network's, so that
     /// the boundary never mistakes one for the cache's own (or the other way round).
@@ -88,7 +92,7 @@ struct HTTPExchange: Sendable {
 
     func retrieve(headOnly: Bool) async throws -> FetchResult {
         let directives = directives
-        let primaryKey = options.cacheKey ?? CacheEngine.cacheKey(for: url)
+        let primaryKey = primaryKey
         let cache = cache
         var lookup = try await lookUp(primaryKey)
         // RFC 9111 §4.3.2: `If-Match` and `If-Unmodified-Since` are for the origin to evaluate
@@ -144,7 +148,7 @@ struct HTTPExchange: Sendable {
         if let pause = Self.pauseBeforeLock { try await Task.sleep(for: .milliseconds(pause)) }
         #endif
         let before = lookup.candidate?.version
-        var (lock, _) = try await cache.fetchLocks.acquire(
+        var (lock, waited) = try await cache.fetchLocks.acquire(
             KeyHash(key: primaryKey), timeout: options.waitTimeout,
             stalledAfter: options.stalledFetchTimeout, describing: url.absoluteString)
         let timedOut = lock == nil
@@ -159,11 +163,12 @@ struct HTTPExchange: Sendable {
             try cache.indexStamp() == lookup.indexStamp
             && !(previous?.entry.isExpired(at: Clock.nowMilliseconds()) ?? false)
         if !unchanged { lookup = try await lookUp(primaryKey) }
-        // A version that the request this one waited for stored or revalidated answers it too
-        // (collapsed with it, as nginx's proxy_cache_lock does), but only if this request may
-        // reuse it (RFC 9111 §4): fresh for it, so never one that says `no-cache` or is stale
-        // already (§5.2.2.4, §4.2.4), nor after a forced refresh.
-        let collapsed = lookup.candidate.map { $0.version != before } ?? false
+        // What the request this one waited for stored or revalidated answers it too (collapsed
+        // with it, as nginx's proxy_cache_lock does), but only if this request may reuse it
+        // (RFC 9111 §4): fresh for it, so never one that says `no-cache` or is stale already
+        // (§5.2.2.4, §4.2.4), nor after a forced refresh. (Another process may also have stored
+        // a version between the lookup and a lock that was free.)
+        let collapsed = waited || lookup.candidate.map { $0.version != before } ?? false
         if let candidate = lookup.candidate, !options.forceRefresh, isFresh(candidate, for: directives),
             let body = try await read(candidate)
         {
@@ -181,8 +186,9 @@ struct HTTPExchange: Sendable {
         var status = CacheStatus(forward: forwardReason(lookup, directives))
         if timedOut { status.detail = "lock-timeout" }
         if collapsed {
-            // It may not: this request goes forward itself, without the lock, as it would
-            // without the cache; the others that waited go at the same moment, none after another.
+            // It may not (or nothing was stored): this request goes forward itself, without the
+            // lock, as it would without the cache; the others that waited go at the same moment,
+            // none after another.
             status.collapsed = false
             lock?.release()
             lock = nil

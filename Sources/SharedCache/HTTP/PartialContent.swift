@@ -135,7 +135,7 @@ enum PartialContent {
 
     /// A 206 this cache may store (RFC 9111 §3.3): the answer to a GET for a single range,
     /// otherwise storable (``Freshness/isStorable(status:headers:for:)`` and
-    /// ``Freshness/allowsStoring(responseTo:headers:for:)``, no `Vary`), with one
+    /// ``Freshness/allowsStoring(answeringAuthorization:headers:for:)``, no `Vary`), with one
     /// `Content-Range` with a known complete length, at most ``storableLength``, whose bytes the
     /// body holds exactly. Anything else — a multipart/byteranges answer to several ranges, a
     /// truncated body — is passed on and not stored. Storing needs no validator; combining
@@ -154,7 +154,8 @@ enum PartialContent {
                 range.length <= storableLength, range.bytes.count == response.body.count,
                 CacheEngine.varyNames(response.headers["Vary"]).isEmpty,
                 Freshness.isStorable(status: 206, headers: response.headers, for: audience),
-                Freshness.allowsStoring(responseTo: request, headers: response.headers, for: audience)
+                Freshness.allowsStoring(
+                    answeringAuthorization: request.isAuthorized, headers: response.headers, for: audience)
             else { return nil }
             self.range = range
             self.etag = response.headers["ETag"]?.trimmingSpaces()

@@ -119,6 +119,11 @@ final class StoredCandidate: @unchecked Sendable {
     }
 }
 
+extension URLRequest {
+    /// Whether the request carries `Authorization` (RFC 9111 §3.5).
+    var isAuthorized: Bool { value(forHTTPHeaderField: "Authorization") != nil }
+}
+
 extension Int64 {
     /// Seconds to milliseconds, saturating.
     var saturatingMilliseconds: Int64 {
@@ -275,7 +280,7 @@ extension CacheEngine {
     ]
 
     /// Whom this cache's responses are for: a directory a group shares is a shared cache.
-    var audience: Audience { Audience(configuration.sharing) }
+    var audience: Audience { Audience(directory.sharing) }
 
     /// The fields of `headers` a cache serving `audience` may keep (RFC 9111 §3.1): not the
     /// hop-by-hop ones nor a proxy's (``neverStored``), nor those `Connection` nominates, nor
@@ -371,7 +376,8 @@ extension CacheEngine {
     ) -> StoragePlan? {
         guard response.status != 206,
             Freshness.isStorable(status: response.status, headers: response.headers, for: audience),
-            Freshness.allowsStoring(responseTo: request, headers: response.headers, for: audience)
+            Freshness.allowsStoring(
+                answeringAuthorization: request.isAuthorized, headers: response.headers, for: audience)
         else { return nil }
         let names = Self.varyNames(response.headers["Vary"])
         guard !names.contains("*") else { return nil }
@@ -380,13 +386,15 @@ extension CacheEngine {
             for: audience)
         // Neither fresh for any time, nor revalidatable, nor given a lifetime or a stale window
         // by the origin: storing it could never save a byte. One the origin gave a lifetime,
-        // even 0, is served stale where that is allowed (RFC 5861, `max-stale`, offline).
+        // even 0, is served stale where that is allowed (RFC 5861, `max-stale`), unless its
+        // directives forbid that (§4.2.4).
         let directives = CacheControl(response.headers["Cache-Control"])
-        guard
-            lifetime > 0 || response.headers["ETag"] != nil || response.headers["Last-Modified"] != nil
-                || directives.maxAge != nil || response.headers["Expires"] != nil
-                || directives.staleIfError != nil || directives.staleWhileRevalidate != nil
-        else { return nil }
+        let servableStale =
+            !directives.forbidsStaleUse(for: audience)
+            && (directives.maxAge != nil || response.headers["Expires"] != nil || directives.staleIfError != nil
+                || directives.staleWhileRevalidate != nil)
+        let revalidatable = response.headers["ETag"] != nil || response.headers["Last-Modified"] != nil
+        guard lifetime > 0 || revalidatable || servableStale else { return nil }
         return StoragePlan(
             primaryKey: primaryKey,
             key: names.isEmpty ? primaryKey : Self.variantKey(primaryKey, names: names, request: request),
@@ -518,23 +526,28 @@ extension CacheEngine {
         var lifetime: Int64
         var birth: Int64
         var expiresAt: Int64
-        /// Freshness lasts as long as before, no field changed but `Date` and `Age`, and the
-        /// 304's `Date` is its birth's, to the second: a `freshened` record, which moves the
-        /// entry's birth, says it all, since the `Date` served is then the birth's (see
-        /// ``StoredCandidate/servedFields(at:)``). A new `Expires`, even one `max-age`
-        /// overrides, is a field to store (§3.2), and so is a `Date` that an `Age` or the
-        /// origin's clock sets apart from the birth (§4.2.3).
+        /// Freshness lasts as long as before, and no field changed but `Date` and `Age`: a
+        /// `freshened` record, which moves the entry's birth, says it all. The `Date` served is
+        /// then the birth's (see ``StoredCandidate/servedFields(at:)``): the 304's, but earlier
+        /// by its `Age` when it had one, or our clock's when the origin's is ahead (§4.2.3),
+        /// which keeps a revalidation to one journal record where a CDN or a skewed clock is in
+        /// the way. A new `Expires`, even one `max-age` overrides, is a field to store (§3.2).
         var changesOnlyFreshness: Bool
-        /// Whether the updated response may stay stored: not once the 304 says `no-store`
-        /// (§5.2.2.5), which forbids storing any part of it.
+        /// Whether the updated response may stay stored (``Freshness/isStorable(status:headers:for:)``):
+        /// not once the update says `no-store` (§5.2.2.5), nor, for a shared cache, unqualified
+        /// `private`, nor with nothing left that lets it be stored.
         var isStorable: Bool
+        /// Whether the update may change the stored response at all: not, for a shared cache,
+        /// an answer to a request with `Authorization` that does not say another user may have it
+        /// (§3.5); it then answers that request only.
+        var mayUpdate: Bool
     }
 
     /// What a 304's or a HEAD's fields change about `candidate` (RFC 9111 §4.3.4): its fields
     /// updated as ``updatedFields(_:by:)`` says, and its freshness counted from them.
     func revalidation(
-        of candidate: StoredCandidate, by update: HTTPHeaders, requestTime: Int64, responseTime: Int64,
-        heuristicCap: Int64?
+        of candidate: StoredCandidate, by update: HTTPHeaders, answeringAuthorization authorized: Bool,
+        requestTime: Int64, responseTime: Int64, heuristicCap: Int64?
     ) -> Revalidation {
         let dated = Self.dated(update, receivedAt: responseTime)
         let combined = Self.merged(candidate.response.headers, dated)
@@ -543,15 +556,14 @@ extension CacheEngine {
             status: candidate.response.status, headers: merged, responseTime: responseTime, heuristicCap: heuristicCap,
             for: audience)
         let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: update)
-        let date = dated["Date"].flatMap { HTTPDate.parse($0) }
         return Revalidation(
             headers: merged, served: Self.withoutUnreusable(combined, for: audience, except: dated), lifetime: lifetime,
             birth: birth,
             expiresAt: retention(birth: birth, lifetime: lifetime, now: Clock.nowMilliseconds()),
             changesOnlyFreshness: lifetime == candidate.response.lifetime
-                && merged.equals(candidate.response.headers, ignoring: ["date", "age"])
-                && date.map { $0 / 1000 == birth / 1000 } == true,
-            isStorable: Freshness.isStorable(status: candidate.response.status, headers: merged, for: audience)
+                && merged.equals(candidate.response.headers, ignoring: ["date", "age"]),
+            isStorable: Freshness.isStorable(status: candidate.response.status, headers: merged, for: audience),
+            mayUpdate: Freshness.allowsStoring(answeringAuthorization: authorized, headers: merged, for: audience)
         )
     }
 

@@ -218,15 +218,18 @@ struct HTTPRulesTests {
         }
         // §3.5: the answer to a request with Authorization, only when the response allows it.
         var request = URLRequest(url: try #require(URL(string: "http://example.com/a")))
+        #expect(!request.isAuthorized)
         request.setValue("Bearer x", forHTTPHeaderField: "Authorization")
+        #expect(request.isAuthorized)
         for (directives, allowed) in [
             ("max-age=60", false), ("public, max-age=60", true), ("must-revalidate, max-age=60", true),
             ("s-maxage=60", true),
         ] {
             let headers: HTTPHeaders = ["Cache-Control": directives]
-            let shared = Freshness.allowsStoring(responseTo: request, headers: headers, for: .shared)
+            let shared = Freshness.allowsStoring(answeringAuthorization: true, headers: headers, for: .shared)
             #expect(shared == allowed, "\(directives)")
-            #expect(Freshness.allowsStoring(responseTo: request, headers: headers, for: .private), "\(directives)")
+            #expect(Freshness.allowsStoring(answeringAuthorization: false, headers: headers, for: .shared))
+            #expect(Freshness.allowsStoring(answeringAuthorization: true, headers: headers, for: .private))
         }
         #expect(Audience(.group) == .shared && Audience(.owner) == .private)
     }

@@ -105,10 +105,33 @@ struct SingleFlightTests {
         try origin.write("/plain/stays-stale.txt", "stale at once")
         let cache = try SharedCache(directory: directory("cache"))
         _ = try await cache.fetch(URLRequest(url: origin.url("/plain/stays-stale.txt")))
-        let lines = try await fetchTogether("/plain/stays-stale.txt", count: 4, delay: 3000).flatMap { $0 }
+        let delay = 3000
+        let lines = try await fetchTogether("/plain/stays-stale.txt", count: 4, delay: delay).flatMap { $0 }
         #expect(lines.count == 4 && lines.allSatisfy { $0.hasPrefix("source=revalidated status=200") }, "\(lines)")
         #expect(lines.filter { $0.contains("; collapsed=?0") }.count == 3, "\(lines)")
-        #expect(origin.requests(atLeast: 5).map(\.status) == [200, 304, 304, 304, 304])
+        let logged = origin.requests(atLeast: 5)
+        #expect(logged.map(\.status) == [200, 304, 304, 304, 304])
+        try Self.expectAtOnce(Array(logged.suffix(3)), within: delay)
+    }
+
+    /// A response no process may store (`no-store`) answers none of those that waited for it:
+    /// each sends its own request, all at once once the first is back, as without the cache.
+    @Test func processesWaitingForAnUnstorableDownloadFetchAtOnce() async throws {
+        try origin.write("/nostore/each.txt", "never stored")
+        let delay = 3000
+        let lines = try await fetchTogether("/nostore/each.txt", count: 4, delay: delay).flatMap { $0 }
+        #expect(lines.count == 4 && lines.allSatisfy { $0.hasPrefix("source=downloaded status=200") }, "\(lines)")
+        let logged = origin.requests(atLeast: 4)
+        #expect(logged.count == 4)
+        try Self.expectAtOnce(Array(logged.suffix(3)), within: delay)
+    }
+
+    /// Requests that went out at once: logged closer together than the `delay` (ms) each was
+    /// held back before it was sent; one after another, they are at least `delay` apart.
+    static func expectAtOnce(_ requests: [Origin.LoggedRequest], within delay: Int) throws {
+        let times = requests.map(\.time)
+        let spread = try #require(times.max()) - (try #require(times.min()))
+        #expect(spread < Double(delay) / 1000, "\(requests) logged \(times)")
     }
 
     /// RFC 5861 §3 across processes: every process serves the stale response at once, and one

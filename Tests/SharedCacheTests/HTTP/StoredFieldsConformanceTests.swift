@@ -73,6 +73,7 @@ extension ConformanceTests {
         _ = try await fetch("/h/caller304")
         let conditional = try await fetch("/h/caller304", [("If-None-Match", "\"c1\"")])
         #expect(conditional.status == 304 && conditional.data.isEmpty)
+        #expect(conditional.cacheStatus?.contains("; stored") == true, "\(conditional.cacheStatus ?? "-")")
         let after = try await fetch("/h/caller304")
         #expect(after.source == .fresh && after.data == Data("caller body".utf8))
         #expect(origin.requests(to: "/h/caller304", atLeast: 2).map(\.status) == [200, 304])

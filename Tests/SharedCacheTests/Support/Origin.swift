@@ -24,6 +24,8 @@ final class Origin {
         var ifNoneMatch: String?
         var ifModifiedSince: String?
         var acceptLanguage: String?
+        /// When nginx logged it, just after answering: seconds since the epoch, to the millisecond.
+        var time: Double
 
         var hasValidators: Bool { ifNoneMatch != nil || ifModifiedSince != nil }
         var description: String {
@@ -46,7 +48,7 @@ final class Origin {
         }
         let logs = directory("access.log")
         let http = """
-            log_format probe escape=none '$request_method|$uri|$status|$http_if_none_match|$http_if_modified_since|$http_accept_language';
+            log_format probe escape=none '$request_method|$uri|$status|$http_if_none_match|$http_if_modified_since|$http_accept_language|$msec';
             access_log \(logs) probe;
             default_type text/plain;
             map $http_accept_language $language { default en; ~^fr fr; }
@@ -198,11 +200,11 @@ final class Origin {
         let text = (try? String(contentsOfFile: directory("access.log"), encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
-            guard fields.count == 6, let status = Int(fields[2]) else { return nil }
+            guard fields.count == 7, let status = Int(fields[2]), let time = Double(fields[6]) else { return nil }
             func value(_ field: String) -> String? { field == "-" || field.isEmpty ? nil : field }
             return LoggedRequest(
                 method: fields[0], path: fields[1], status: status, ifNoneMatch: value(fields[3]),
-                ifModifiedSince: value(fields[4]), acceptLanguage: value(fields[5]))
+                ifModifiedSince: value(fields[4]), acceptLanguage: value(fields[5]), time: time)
         }
     }
 
