@@ -33,8 +33,9 @@ struct CacheStatus: Sendable, Equatable, CustomStringConvertible {
     /// Whether the response was stored (§2.5).
     var stored = false
     /// Whether this request waited for another process's or task's (§2.6): `true` when that
-    /// one's response answered it, `false` when it could not (this one then went forward
-    /// itself); only with ``forward``, which says why. `nil` when it waited for none.
+    /// one's response answered it, `false` when it could not, or the wait timed out (this one
+    /// then went forward itself); only with ``forward``, which says why. `nil` when it waited
+    /// for none.
     var collapsed: Bool?
     /// The cache made the answer itself, from nothing stored and without a request (the 504
     /// to `only-if-cached`): neither `hit` (§2.1: obtained from the cache) nor `fwd`.

@@ -93,7 +93,8 @@ extension HTTPExchange {
 
     /// What the request's `Range` asks of a stored representation of `length` bytes. Only a
     /// GET's counts, and an `If-Range` (§13.1.5) must name the stored response by a strong
-    /// entity tag or its exact `Last-Modified`, or the whole response is what it asks for.
+    /// entity tag or its strong `Last-Modified` (``isStrongLastModified(_:_:)``), or the whole
+    /// response is what it asks for.
     func rangeAnswer(length: Int, validators: HTTPHeaders) -> ByteRange.Answer {
         guard method == "GET", let range = request.value(forHTTPHeaderField: "Range") else { return .whole }
         if let condition = request.value(forHTTPHeaderField: "If-Range")?.trimmingSpaces() {

@@ -14,7 +14,7 @@ extension HTTPExchange {
     /// - Parameters:
     ///   - fallback: what may be served stale if the network fails (RFC 5861 §4).
     ///   - callersCandidate: the stored response the caller's own validators (sent as they are)
-    ///     may select: a 304 to them updates it too (``updateFromCallersNotModified(_:_:_:_:)``).
+    ///     may select: a 304 to them updates it too (``updateFromCallersNotModified(_:_:_:_:locked:)``).
     ///   - locked: whether this fetch holds the URL's fetch lock; one without it (it gave up
     ///     waiting, or the answer it waited for was not one it could reuse) stores only if the
     ///     lock is free by then (``underFetchLock(locked:_:)``).
@@ -84,7 +84,7 @@ extension HTTPExchange {
             // A 304 from where a redirect led is about that URL's response, not this one.
             let matches = answersTheURLAskedFor(response) && Self.confirms(response.headers, candidate)
             if matches, let body = try await read(candidate) {
-                let revalidation = try await freshen(
+                let (revalidation, _) = try await freshen(
                     candidate, body: body, by: response.headers, requestTime, responseTime, locked: locked)
                 cache.count { $0.revalidations += 1 }
                 cache.counters?.add(.revalidations)
@@ -107,7 +107,8 @@ extension HTTPExchange {
 
         guard answersTheURLAskedFor(response) else { return countedDownload(response, status, stored: nil) }
         if response.status == 304, let callersCandidate {
-            status.stored = await updateFromCallersNotModified(callersCandidate, response, requestTime, responseTime)
+            status.stored = await updateFromCallersNotModified(
+                callersCandidate, response, requestTime, responseTime, locked: locked)
         }
         let store: @Sendable () throws -> CacheEngine.StoredOutcome? = {
             try cache.storeHTTPResponse(
@@ -120,7 +121,8 @@ extension HTTPExchange {
 
     /// Runs `body` under the URL's fetch lock, which keeps its variant list and parts whole:
     /// the one this fetch holds (`locked`), or one free at once; `nil` without running it if
-    /// another fetch holds the lock (whose answer is as new, and will be stored).
+    /// another fetch holds the lock (for this answer, another variant or a range: what it
+    /// stores is as new, and this one's answer is served all the same).
     func underFetchLock<Result>(locked: Bool, _ body: () async throws -> Result) async throws -> Result? {
         if locked { return try await body() }
         guard
@@ -153,12 +155,13 @@ extension HTTPExchange {
     /// gets its 304 either way. Best effort: that answer is in hand, and failing to update the
     /// copy (a full disk) must not turn it into an error. Returns whether it was updated.
     private func updateFromCallersNotModified(
-        _ stored: StoredCandidate, _ response: TransportResponse, _ requestTime: Int64, _ responseTime: Int64
+        _ stored: StoredCandidate, _ response: TransportResponse, _ requestTime: Int64, _ responseTime: Int64,
+        locked: Bool
     ) async -> Bool {
         guard Self.selects(response.headers, stored), let body = try? await read(stored) else { return false }
-        let revalidation = try? await freshen(
-            stored, body: body, by: response.headers, requestTime, responseTime, locked: true)
-        return revalidation.map { $0.isStorable && $0.mayUpdate } ?? false
+        let freshened = try? await freshen(
+            stored, body: body, by: response.headers, requestTime, responseTime, locked: locked)
+        return freshened?.updated ?? false
     }
 
     /// A response from the network as served, counted as a download; its `Cache-Status` says
@@ -197,36 +200,44 @@ extension HTTPExchange {
     /// any other (one `write` under a lock other processes hold as briefly: microseconds, fewer
     /// than a trip off the pool and back), unless the directory is durable (the append then
     /// waits for `fdatasync`); else a new version (when other fields changed), written off the
-    /// pool when its body is large, and under the URL's fetch lock (``underFetchLock(locked:_:)``).
-    /// One the update forbids storing (`no-store`) is removed; one it may not change (§3.5) is
-    /// left as it is.
+    /// pool when its body is large, under the URL's fetch lock (``underFetchLock(locked:_:)``),
+    /// and only over that version or none. One the update forbids storing (`no-store`) is
+    /// removed; one it may not change (§3.5) is left as it is.
+    ///
+    /// - Returns: what the update says, and whether the stored response now holds it.
     func freshen(
         _ candidate: StoredCandidate, body: Data, by update: HTTPHeaders, _ requestTime: Int64, _ responseTime: Int64,
         locked: Bool
-    ) async throws -> CacheEngine.Revalidation {
+    ) async throws -> (revalidation: CacheEngine.Revalidation, updated: Bool) {
         let cache = cache
         let revalidation = cache.revalidation(
             of: candidate, by: update, answeringAuthorization: request.isAuthorized, requestTime: requestTime,
             responseTime: responseTime, heuristicCap: heuristicCap)
-        guard revalidation.mayUpdate else { return revalidation }
+        guard revalidation.mayUpdate else { return (revalidation, false) }
+        let (hash, location) = (candidate.hash, candidate.entry.location)
+        guard revalidation.isStorable else {
+            // RFC 9111 §5.2.2.5: the update forbids storing it; it is served this once, and goes.
+            // The removal names the version, so it needs no lock: it never removes another.
+            let key = Array(candidate.key.utf8)
+            _ = try await cache.offPool { try cache.remove(hash, key: key, reason: .invalidated, at: location) }
+            return (revalidation, false)
+        }
         // The record names the version it freshens, and applies only while that one is current.
-        if revalidation.isStorable, revalidation.changesOnlyFreshness,
+        if revalidation.changesOnlyFreshness,
             try await cache.offPool(when: cache.isDurable, { try cache.journalFreshening(candidate, revalidation) })
         {
-            return revalidation
+            return (revalidation, true)
         }
-        _ = try await underFetchLock(locked: locked) {
-            guard revalidation.isStorable else {
-                // RFC 9111 §5.2.2.5: the update forbids storing it; it is served this once, and goes.
-                let (hash, key, location) = (candidate.hash, Array(candidate.key.utf8), candidate.entry.location)
-                _ = try await cache.offPool { try cache.remove(hash, key: key, reason: .invalidated, at: location) }
-                return
-            }
+        let stored = try await underFetchLock(locked: locked) { () async throws -> Bool in
+            // Never over what another request stored since this one looked (a newer version, a
+            // variant list, combined parts); where nothing is stored now, the update stands.
+            if let current = try cache.currentEntry(hash), current.location != location { return false }
             try await cache.offPool(when: candidate.entry.bodySize > CacheEngine.inlineReadLimit) {
                 try cache.storeRevalidated(candidate, body: body, revalidation)
             }
+            return true
         }
-        return revalidation
+        return (revalidation, stored ?? false)
     }
 
     /// A HEAD the cache could not answer: sent as is. A `200` that describes the stored GET
@@ -243,9 +254,9 @@ extension HTTPExchange {
         if candidate.response.status == 200, Self.describes(response.headers, candidate),
             let body = try await read(candidate)
         {
-            let revalidation = try await freshen(
+            let (revalidation, updated) = try await freshen(
                 candidate, body: body, by: response.headers, requestTime, responseTime, locked: false)
-            status.stored = revalidation.isStorable && revalidation.mayUpdate
+            status.stored = updated
             status.ttl = revalidation.lifetime == .max ? Int64(Int32.max) : revalidation.lifetime / 1000
         } else {
             let cache = cache

@@ -167,17 +167,21 @@ struct HTTPExchange: Sendable {
         // with it, as nginx's proxy_cache_lock does), but only if this request may reuse it
         // (RFC 9111 §4): fresh for it, so never one that says `no-cache` or is stale already
         // (§5.2.2.4, §4.2.4), nor after a forced refresh. (Another process may also have stored
-        // a version between the lookup and a lock that was free.)
-        let collapsed = waited || lookup.candidate.map { $0.version != before } ?? false
-        if let candidate = lookup.candidate, !options.forceRefresh, isFresh(candidate, for: directives),
-            let body = try await read(candidate)
-        {
-            var status = CacheStatus.hit
-            if collapsed {
-                status = CacheStatus(forward: reason)
-                status.collapsed = true
+        // a version between the lookup and a lock that was free.) One that waited for another
+        // range or variant of the URL, which its own answer adds to, was not collapsed with it:
+        // it keeps the lock, to store its part or variant beside what that one stored.
+        let waitedForThis = waited && !lookup.partsMiss && !lookup.varyMiss
+        let collapsed = waitedForThis || lookup.candidate.map { $0.version != before } ?? false
+        if let candidate = lookup.candidate, !options.forceRefresh, isFresh(candidate, for: directives) {
+            if let body = try await read(candidate) {
+                var status = CacheStatus.hit
+                if collapsed {
+                    status = CacheStatus(forward: reason)
+                    status.collapsed = true
+                }
+                return answer(from: candidate, body: body, source: .fresh, headOnly: false, status: status)
             }
-            return answer(from: candidate, body: body, source: .fresh, headOnly: false, status: status)
+            lookup.candidate = nil  // it failed its check and was discarded
         }
         if lookup.pinFailed && !hasCallerValidators {
             cache.count { $0.withheldValidators += 1 }

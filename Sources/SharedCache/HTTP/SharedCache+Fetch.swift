@@ -139,8 +139,8 @@ extension SharedCache {
     /// - One request per URL is in flight across all processes: a fetch that finds another
     ///   under way waits for it, then uses its result — a download, or a revalidation shared
     ///   by everyone who asked meanwhile — if it is fresh for its own request (RFC 9111 §4);
-    ///   one that is not (`no-cache`, stale at once) sends its own, without waiting for the
-    ///   others that waited. After ``FetchOptions/waitTimeout``, or
+    ///   one that is not (`no-cache`, stale at once, not stored) sends its own, without waiting
+    ///   for the others that waited. After ``FetchOptions/waitTimeout``, or
     ///   ``FetchOptions/stalledFetchTimeout`` without a sign of life from the other fetch, it gives
     ///   up waiting and sends its own request.
     /// - Every result carries an RFC 9211 `Cache-Status` (``FetchResult/cacheStatus``).

@@ -366,7 +366,7 @@ extension CacheEngine {
         case reading((UnsafeMutableRawBufferPointer) throws -> StreamedChunk)
     }
 
-    /// How to store a response to a GET if RFC 9111 allows it (``Freshness/isStorable(status:headers:)``)
+    /// How to store a response to a GET if RFC 9111 allows it (``Freshness/isStorable(status:headers:for:)``)
     /// and it can ever be reused; `nil` if it is not to be stored. Not for a 206 (see `storePart`).
     ///
     /// - Parameter heuristicCap: the cap on a heuristic lifetime; `nil` for none.
@@ -544,7 +544,7 @@ extension CacheEngine {
     }
 
     /// What a 304's or a HEAD's fields change about `candidate` (RFC 9111 §4.3.4): its fields
-    /// updated as ``updatedFields(_:by:)`` says, and its freshness counted from them.
+    /// updated as ``updatedFields(_:by:for:)`` says, and its freshness counted from them.
     func revalidation(
         of candidate: StoredCandidate, by update: HTTPHeaders, answeringAuthorization authorized: Bool,
         requestTime: Int64, responseTime: Int64, heuristicCap: Int64?

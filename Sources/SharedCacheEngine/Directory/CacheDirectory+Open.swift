@@ -83,8 +83,9 @@ extension CacheDirectory {
             throw SharedCacheError(
                 .permissionDenied,
                 "\(path) is private to its owner (mode \(String(status.permissions, radix: 8))), but this process asked "
-                    + "for Sharing.group; share it with chgrp -R GROUP, chmod -R g+rwX and chmod g+s on its "
-                    + "directories (sharedcache(5), Sharing), or open it without Sharing.group",
+                    + "for Sharing.group; share it as sharedcache(5), Sharing, says (with no process using it: "
+                    + "sharedcache --dir \(path) clear, then chgrp -R GROUP, chmod -R g+rwX and chmod g+s on its "
+                    + "directories), or open it without Sharing.group",
                 path: path)
         }
         if let refusal = refusal(of: status, path: path) { throw refusal }

@@ -109,6 +109,27 @@ extension ConformanceTests {
         #expect(try location("/updated/u.txt") != before)
     }
 
+    @Test("RFC 9111 §4.2.3, §4.3.4: a 304 with an Age freshens in place; its Age counts, and the Date served is the birth's")
+    func anAgedNotModifiedFreshensInPlace() async throws {
+        let date = Self.date(-10_000)
+        let transport = ScriptedTransport([
+            Self.response(200, ["Cache-Control": "max-age=600", "ETag": "\"x\"", "Date": date], "x"),
+            Self.response(304, ["Cache-Control": "max-age=600", "ETag": "\"x\"", "Date": date, "Age": "100"]),
+        ])
+        let key = KeyHash(key: SharedCache.cacheKey(for: origin.url("/aged")))
+        _ = try await fetch("/aged", transport: transport)
+        let stored = try #require(try cache.engine.currentEntry(key)?.location)
+        #expect(try await fetch("/aged", [("Cache-Control", "no-cache")], transport: transport).source == .revalidated)
+        #expect(try cache.engine.currentEntry(key)?.location == stored)
+        let later = try await fetch("/aged", transport: transport)
+        let age = try #require(later.headers["Age"].flatMap { Int($0) })
+        #expect(later.source == .fresh && age >= 100)
+        // Born 100 s before the 304 arrived (its Age outweighs what its Date says): that Date.
+        let served = try #require(later.headers["Date"].flatMap { HTTPDate.parse($0) })
+        let now = Clock.nowMilliseconds()
+        #expect((now - 110_000...now - 99_000).contains(served), "\(later.headers["Date"] ?? "-")")
+    }
+
     @Test("RFC 9111 §4.3.4: a 304 with a strong ETag updates no stored response whose ETag is weak")
     func aStrongNotModifiedDoesNotUpdateAWeakStoredResponse() async throws {
         let transport = ScriptedTransport([
@@ -127,6 +148,21 @@ extension ConformanceTests {
         ])
         _ = try await fetch("/strong-then-weak", transport: weakly)
         #expect(try await fetch("/strong-then-weak", transport: weakly).source == .revalidated)
+    }
+
+    @Test("RFC 9111 §4: a 304 that changes a field stores a new version only over the one it revalidated")
+    func aNotModifiedNeverOverwritesANewerVersion() async throws {
+        let key = SharedCache.cacheKey(for: origin.url("/overtaken"))
+        let cache = cache
+        // While the conditional request is out, another process puts a newer version.
+        let transport = HookedTransport([
+            Self.response(200, ["Cache-Control": "max-age=0", "ETag": "\"1\"", "Date": Self.date()], "first"),
+            Self.response(304, ["Cache-Control": "max-age=0", "ETag": "\"1\"", "X-Added": "a"]),
+        ]) { sent in if sent == 2 { try cache.put(key: key, data: Data("newer".utf8)) } }
+        _ = try await fetch("/overtaken", transport: transport)
+        let revalidated = try await fetch("/overtaken", transport: transport)
+        #expect(revalidated.source == .revalidated && revalidated.data == Data("first".utf8))
+        #expect(try cache.get(key: key)?.data == Data("newer".utf8))
     }
 
     @Test("RFC 9111 §5.2.2.5: a 304 that says no-store is served, and the stored response goes")
@@ -155,6 +191,23 @@ extension ConformanceTests {
         // Still stale for the next user: only that user's answer came with an hour.
         let anonymous = try await shared.fetch(request("/shared-304"), transport: transport)
         #expect(anonymous.source == .revalidated && transport.requests == 3)
+    }
+
+    @Test("RFC 9111 §3.5, §4.3.5: in a shared cache, a HEAD with Authorization updates no stored response it does not allow")
+    func anAuthorizedHeadUpdatesNothingInASharedCache() async throws {
+        let shared = try SharedCache(directory: directory("shared-head"), configuration: Configuration(sharing: .group))
+        let transport = ScriptedTransport([
+            Self.response(200, ["Cache-Control": "max-age=0", "ETag": "\"h\"", "Date": Self.date()], "anyone's"),
+            Self.response(200, ["Cache-Control": "max-age=3600", "ETag": "\"h\"", "Date": Self.date()]),
+            Self.response(304, ["Cache-Control": "max-age=0", "ETag": "\"h\"", "Date": Self.date()]),
+        ])
+        _ = try await shared.fetch(request("/shared-head"), transport: transport)
+        let head = try await shared.fetch(
+            request("/shared-head", [("Authorization", "Bearer b")], method: "HEAD"), transport: transport)
+        #expect(head.status == 200 && head.cacheStatus?.contains("; stored") == false)
+        // The hour was that user's: the next GET still revalidates.
+        #expect(try await shared.fetch(request("/shared-head"), transport: transport).source == .revalidated)
+        #expect(transport.requests == 3)
     }
 
     @Test("RFC 9111 §3.5, §3.3: in a shared cache, a part answering a request with Authorization is not kept unless allowed")
@@ -257,5 +310,22 @@ extension ConformanceTests {
         let answer = try await fetch("/only-if-cached", [("Cache-Control", "only-if-cached")], transport: transport)
         #expect(answer.status == 504 && transport.requests == 0)
         #expect(answer.cacheStatus == "SharedCache; detail=only-if-cached")
+    }
+}
+
+/// Answers as ``ScriptedTransport`` does, after running `beforeAnswering` with the request's
+/// number (from 1): what another process does while a request is out.
+final class HookedTransport: HTTPTransport {
+    private let scripted: ScriptedTransport
+    private let beforeAnswering: @Sendable (Int) throws -> Void
+
+    init(_ responses: [TransportResponse], beforeAnswering: @escaping @Sendable (Int) throws -> Void) {
+        scripted = ScriptedTransport(responses)
+        self.beforeAnswering = beforeAnswering
+    }
+
+    func send(_ request: URLRequest) async throws -> TransportResponse {
+        try beforeAnswering(scripted.requests + 1)
+        return try await scripted.send(request)
     }
 }

@@ -101,6 +101,37 @@ struct HostileDirectoryTests {
         #expect(try SharedCache(directory: directory("cache")).configuration.sharing == .owner)
     }
 
+    /// The refusal's way out, run step by step as it names them (sharedcache(5), Sharing): the
+    /// clear, then the group's bits. The cache then opens as group-shared, empty of what one
+    /// user stored, and works.
+    @Test func aPrivateCacheSharedAsTheRefusalSaysOpensForTheGroup() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory("cache")
+        try SharedCache(directory: path).put(key: "one user's", data: Data("mine".utf8))
+        let refusal = #expect(throws: SharedCacheError.self) {
+            try SharedCache(directory: path, configuration: Configuration(sharing: .group))
+        }
+        // The command the refusal names, as it names it.
+        let message = try #require(refusal?.message)
+        let start = try #require(message.range(of: "sharedcache --dir "), "\(message)")
+        let end = try #require(message[start.upperBound...].range(of: " clear"), "\(message)")
+        let named = message[start.upperBound..<end.upperBound].split(separator: " ").map(String.init)
+        #expect(named == [path, "clear"])
+        #expect(try await Tool.admin.run(["--dir"] + named).status == 0)
+        for (tool, arguments) in [
+            ("/bin/chgrp", ["-R", "\(getgid())", path]), ("/bin/chmod", ["-R", "g+rwX", path]),
+            ("/usr/bin/find", [path, "-type", "d", "-exec", "chmod", "g+s", "{}", "+"]),
+        ] {
+            let step = try ChildProcess.run(URL(fileURLWithPath: tool), arguments: arguments)
+            #expect(step.termination == .exited(0), "\(tool) \(arguments): \(step.output)")
+        }
+        let shared = try SharedCache(directory: path, configuration: Configuration(sharing: .group))
+        #expect(shared.configuration.sharing == .group)
+        #expect(try shared.get(key: "one user's") == nil)
+        try shared.put(key: "the group's", data: Data("ours".utf8))
+        #expect(try shared.get(key: "the group's")?.data == Data("ours".utf8))
+    }
+
     /// Three users: root makes a group-shared cache and hands it to a group, as an administrator
     /// would; two members put, read each other's entries, remove and compact; a user outside the
     /// group is refused with a message that names the group. (Runs as root, as CI does.)

@@ -2,7 +2,7 @@ import Foundation
 import SharedCacheTestSupport
 
 /// A real nginx on loopback, serving files a test writes and logging what each request carried
-/// (`If-None-Match`, `If-Modified-Since`, `Accept-Language`) and its status.
+/// (`If-None-Match`, `If-Modified-Since`, `Accept-Language`), its status, and when (`$msec`).
 ///
 /// Started through ``LoopbackOrigin`` (as the benchmark's and the stress run's origins are),
 /// with a log format of its own. Locations: `/plain/` adds `Cache-Control: max-age=0` (stale at
