@@ -214,12 +214,9 @@ extension HTTPExchange {
             of: candidate, by: update, answeringAuthorization: request.isAuthorized, requestTime: requestTime,
             responseTime: responseTime, heuristicCap: heuristicCap)
         guard revalidation.mayUpdate else { return (revalidation, false) }
-        let (hash, location) = (candidate.hash, candidate.entry.location)
         guard revalidation.isStorable else {
             // RFC 9111 §5.2.2.5: the update forbids storing it; it is served this once, and goes.
-            // The removal names the version, so it needs no lock: it never removes another.
-            let key = Array(candidate.key.utf8)
-            _ = try await cache.offPool { try cache.remove(hash, key: key, reason: .invalidated, at: location) }
+            try await invalidate(candidate)
             return (revalidation, false)
         }
         // The record names the version it freshens, and applies only while that one is current.
@@ -228,6 +225,7 @@ extension HTTPExchange {
         {
             return (revalidation, true)
         }
+        let (hash, location) = (candidate.hash, candidate.entry.location)
         let stored = try await underFetchLock(locked: locked) { () async throws -> Bool in
             // Never over what another request stored since this one looked (a newer version, a
             // variant list, combined parts); where nothing is stored now, the update stands.
@@ -259,13 +257,17 @@ extension HTTPExchange {
             status.stored = updated
             status.ttl = revalidation.lifetime == .max ? Int64(Int32.max) : revalidation.lifetime / 1000
         } else {
-            let cache = cache
-            _ = try await cache.offPool {
-                try cache.remove(
-                    candidate.hash, key: Array(candidate.key.utf8), reason: .invalidated, at: candidate.entry.location)
-            }
+            try await invalidate(candidate)
         }
         return downloaded(response, status)
+    }
+
+    /// Removes the stored version `candidate` is, journaled as `invalidated` (off the pool). The
+    /// removal names the version, so it needs no fetch lock: it never removes another.
+    private func invalidate(_ candidate: StoredCandidate) async throws {
+        let cache = cache
+        let (hash, key, location) = (candidate.hash, Array(candidate.key.utf8), candidate.entry.location)
+        _ = try await cache.offPool { try cache.remove(hash, key: key, reason: .invalidated, at: location) }
     }
 
     /// Whether a HEAD's `200` is about the stored GET response (RFC 9111 §4.3.5): each validator
