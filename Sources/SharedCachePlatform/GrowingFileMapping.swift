@@ -1,8 +1,8 @@
 import CSharedCacheSupport
 
 /// A file that only ever grows (a pack segment), mapped read-only and shared, so that reading
-/// a few bytes of it is a copy from memory instead of a `pread`: no system call but a look at
-/// the thread's signal mask.
+/// a few bytes of it is a copy from memory instead of a `pread`: no system call (but a look at
+/// the thread's signal mask at its first copy).
 ///
 /// Touching a mapped page wholly past the end of the file raises SIGBUS, as does a read error
 /// while the kernel pages it in; a `pread` would have returned a short count or EIO instead.
@@ -77,7 +77,8 @@ package final class GrowingFileMapping: @unchecked Sendable {
     /// `second` (a record's header and its body); whether it did. Not when the file does not
     /// hold them (`file` is the mapped file's descriptor, whose size is read when the range
     /// passes the size last seen), nor at the first reads of their region, nor when touching
-    /// them faulted, nor when this thread blocks SIGBUS (a fault would end the process).
+    /// them faulted, nor when this thread blocked SIGBUS as it first copied (a fault would end
+    /// the process).
     package func copy(
         from offset: UInt64, into first: UnsafeMutableRawBufferPointer, then second: UnsafeMutableRawBufferPointer,
         of file: borrowing FileDescriptor

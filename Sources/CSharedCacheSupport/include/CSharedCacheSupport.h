@@ -83,7 +83,8 @@ int scs_guarded_copy_is_available(void);
 /// another), surviving the file having been cut short under the mapping, or failing to read:
 /// returns 0 when copied, 1 when touching `source` raised SIGBUS (the destinations then hold
 /// part of the bytes), -1 when the copy is not guarded and was not made (other systems; this
-/// thread blocks SIGBUS; the handler was reset). Any other SIGBUS goes to the disposition in
+/// thread blocks SIGBUS, which is asked until a copy finds it unblocked, and never after; the
+/// handler was reset). Any other SIGBUS goes to the disposition in
 /// place before, under its own mask and flags.
 int scs_guarded_copy(const void *source, void *first, size_t first_count, void *second, size_t second_count);
 

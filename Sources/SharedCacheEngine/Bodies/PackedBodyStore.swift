@@ -179,10 +179,9 @@ package struct PackedBodyStore: BodyStore {
 
     /// Reads the record at `location` into the memory of the `Data` returned and checks it
     /// whole: its place, header, key, size and body checksum. From the segment's mapping when
-    /// it can: the header copied to the stack and the body to its place, no system call but the
-    /// check that this thread does not block SIGBUS. Else (and when the mapping cannot give the
-    /// bytes, which the `pread` then explains) with one system call (see
-    /// ``wholeRecordReadLimit``).
+    /// it can: the header copied to the stack and the body to its place, no system call. Else
+    /// (on a thread that blocks SIGBUS, and when the mapping cannot give the bytes, which the
+    /// `pread` then explains) with one system call (see ``wholeRecordReadLimit``).
     fileprivate static func read(
         _ file: PackFile, hash: KeyHash, at location: BodyLocation, key: String, expectedSize: UInt64
     ) throws -> BodyRead {

@@ -69,7 +69,8 @@
 //   sharedcache-test-worker blocked-read DIR
 //       puts 32 entries of 1000 bytes and reads them back (five times, so that the reads
 //       that follow would copy from the mapping), cuts their pack segment short after
-//       the first, blocks SIGBUS in this thread and reads the last: exits 0 on a miss, 1 on a hit.
+//       the first, and reads the last on a new thread that blocks SIGBUS before its first
+//       read (a thread's mask is asked at its first copy): exits 0 on a miss, 1 on a hit.
 //   sharedcache-test-worker verify DIR KEYS
 //       reads every key; exits 0 and prints "entries=N damaged=N" if every body is one the
 //       generator makes (damaged counts indexed entries whose blob was missing or failed a check).
@@ -667,11 +668,18 @@ do {
         }
         let cut = off_t(first.location.position) + off_t(first.location.length)
         guard truncate("\(directory)/packs/\(packs[0])", cut) == 0 else { fail("could not cut the segment short") }
-        var bus = sigset_t()
-        sigemptyset(&bus)
-        sigaddset(&bus, SIGBUS)
-        pthread_sigmask(SIG_BLOCK, &bus, nil)
-        exit(try cache.get(key: keys[31]) == nil ? 0 : 1)
+        Thread {
+            var bus = sigset_t()
+            sigemptyset(&bus)
+            sigaddset(&bus, SIGBUS)
+            pthread_sigmask(SIG_BLOCK, &bus, nil)
+            do {
+                exit(try cache.get(key: keys[31]) == nil ? 0 : 1)
+            } catch {
+                fail("\(error)")
+            }
+        }.start()
+        dispatchMain()  // the thread ends the process
     #endif
 
     default:

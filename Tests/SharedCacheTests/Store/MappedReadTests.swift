@@ -109,8 +109,9 @@ struct MappedReadTests {
         #expect(limited.size > 0 && limited.mapped == (limited.size + page - 1) / page * page)
     }
 
-    /// A thread that blocks SIGBUS would be ended by the kernel on a fault: it reads with
-    /// `pread`, so a segment cut short is a miss there too.
+    /// A thread that blocks SIGBUS would be ended by the kernel on a fault: one that blocks it
+    /// from before its first read (its mask is asked then) reads with `pread`, so a segment cut
+    /// short is a miss there too, while another thread has been copying from the mapping.
     @Test func aThreadThatBlocksSIGBUSReadsACutSegmentAsAMiss() throws {
         let directory = try TemporaryDirectory()
         let child = try Worker.start(["blocked-read", directory("cache")])
