@@ -6,7 +6,9 @@
 /// ```
 /// Known names: `size-limit` (bytes of bodies, 0 for none), `entry-limit` (entries, 0 for
 /// none), `default-expiry` (seconds, or `never`), `pack-threshold` (bytes; bodies up to it are
-/// packed, 0 for none). Unknown names are ignored.
+/// packed, 0 for none), `http-audience` (`private` or `shared`: whom fetched responses are
+/// stored for; a file without it is `private`, whatever the defaults, as every directory made
+/// before it was). Unknown names are ignored.
 package struct ConfigurationFile: Equatable, Sendable {
     package static let fileName = "config"
 
@@ -14,6 +16,8 @@ package struct ConfigurationFile: Equatable, Sendable {
     package var defaultExpirySeconds: Int64?
     package var entryLimit: UInt64 = 0
     package var packThreshold: Int = ConfigurationFile.defaultPackThreshold
+    /// Whether fetched responses are stored for several users (a shared cache, RFC 9111 §1).
+    package var storesForSeveralUsers = false
 
     /// What a directory whose `config` does not name a threshold (one made by version 1) uses.
     ///
@@ -27,8 +31,9 @@ package struct ConfigurationFile: Equatable, Sendable {
 
     package init(
         sizeLimit: UInt64, defaultExpirySeconds: Int64? = nil, entryLimit: UInt64 = 0,
-        packThreshold: Int = ConfigurationFile.defaultPackThreshold
+        packThreshold: Int = ConfigurationFile.defaultPackThreshold, storesForSeveralUsers: Bool = false
     ) {
+        self.storesForSeveralUsers = storesForSeveralUsers
         self.sizeLimit = sizeLimit
         self.defaultExpirySeconds = defaultExpirySeconds
         self.entryLimit = entryLimit
@@ -44,13 +49,16 @@ package struct ConfigurationFile: Equatable, Sendable {
             entry-limit = \(entryLimit)
             default-expiry = \(expiry)
             pack-threshold = \(packThreshold)
+            http-audience = \(storesForSeveralUsers ? "shared" : "private")
 
             """.utf8)
     }
 
-    /// Parses the file; a missing name keeps the value from `defaults`.
+    /// Parses the file; a missing name keeps the value from `defaults`, but for `http-audience`:
+    /// a directory stored for several users only if it says so.
     package static func decode(_ bytes: [UInt8], defaults: ConfigurationFile) throws(FormatError) -> ConfigurationFile {
         var result = defaults
+        result.storesForSeveralUsers = false
         let text = String(decoding: bytes, as: UTF8.self)
         for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = rawLine.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)[0]
@@ -80,6 +88,11 @@ package struct ConfigurationFile: Equatable, Sendable {
                     throw .invalidField("line \(number + 1): pack-threshold \(value) (0 to \(maximumPackThreshold))")
                 }
                 result.packThreshold = threshold
+            case "http-audience":
+                guard value == "private" || value == "shared" else {
+                    throw .invalidField("line \(number + 1): http-audience \(value) (private or shared)")
+                }
+                result.storesForSeveralUsers = value == "shared"
             default:
                 continue
             }

@@ -18,7 +18,10 @@ extension Command {
             with K, M, G, T; Ki, Mi, Gi, Ti for powers of 1024; 0 for none), entry-limit (0 for none), \
             default-expiry (a duration such as 7d, or never; 0 is never too), pack-threshold (bytes up to \
             which a body is packed into a segment instead of a file of its own, at most 1Mi; 0 for none; \
-            processes that open the cache afterwards use it). A running sharedcached is told to re-read them.
+            processes that open the cache afterwards use it), http-audience (private: fetched responses \
+            are stored for one user, as a browser stores them; shared: for several, as a proxy does, never \
+            keeping what the origin meant for one; a directory shared with a group is always shared; set \
+            shared only on an empty directory). A running sharedcached is told to re-read them.
             """
     ) { invocation in
         let values = try invocation.positional(0...2, "NAME")
@@ -27,6 +30,7 @@ extension Command {
         if values.count == 2 {
             let (name, text) = (values[0], values[1])
             try validate(name, text)
+            if name == "http-audience" { try checkAudience(text, of: cache) }
             limits = try cache.updateSharedLimits { limits in
                 switch name {
                 case "size-limit": limits.sizeLimit = parseSize(text) ?? .max
@@ -36,6 +40,7 @@ extension Command {
                     let duration = text == "never" ? nil : DurationText.parse(text)
                     limits.defaultExpiry = duration == .zero ? nil : duration
                 case "pack-threshold": limits.packThreshold = Int(parseSize(text) ?? 0)
+                case "http-audience": limits.httpAudience = text == "shared" ? .shared : .private
                 default: break
                 }
             }
@@ -46,12 +51,14 @@ extension Command {
             let configuration = cache.configuration
             limits = SharedCache.SharedLimits(
                 sizeLimit: configuration.sizeLimit, entryLimit: configuration.entryLimit,
-                defaultExpiry: configuration.defaultExpiry, packThreshold: configuration.packThreshold)
+                defaultExpiry: configuration.defaultExpiry, packThreshold: configuration.packThreshold,
+                httpAudience: configuration.httpAudience)
         }
         var settings: [(String, String)] = [
             ("size-limit", "\(limits.sizeLimit)"), ("entry-limit", "\(limits.entryLimit)"),
             ("default-expiry", limits.defaultExpiry.map { "\($0.components.seconds)" } ?? "never"),
             ("pack-threshold", "\(limits.packThreshold)"),
+            ("http-audience", limits.httpAudience == .shared ? "shared" : "private"),
         ]
         if !values.isEmpty {
             guard let setting = settings.first(where: { $0.0 == values[0] }) else { throw unknownSetting(values[0]) }
@@ -80,7 +87,9 @@ extension Command {
             throw UsageError("default-expiry \(text) is not a duration like 12h or 7d, or never")
         case "pack-threshold" where (parseSize(text) ?? .max) > UInt64(ConfigurationFile.maximumPackThreshold):
             throw UsageError("pack-threshold \(text) is not a size from 0 to 1Mi")
-        case "size-limit", "entry-limit", "default-expiry", "pack-threshold":
+        case "http-audience" where text != "private" && text != "shared":
+            throw UsageError("http-audience \(text) is neither private nor shared")
+        case "size-limit", "entry-limit", "default-expiry", "pack-threshold", "http-audience":
             return
         default:
             throw unknownSetting(name)
@@ -88,7 +97,27 @@ extension Command {
     }
 
     private static func unknownSetting(_ name: String) -> UsageError {
-        UsageError("unknown setting \(name); the settings are size-limit, entry-limit, default-expiry and pack-threshold")
+        UsageError(
+            "unknown setting \(name); the settings are size-limit, entry-limit, default-expiry, pack-threshold "
+                + "and http-audience")
+    }
+
+    /// Refuses an audience the directory cannot have: private where a group shares it, and
+    /// shared over entries stored for one user, which may be that user's alone.
+    private static func checkAudience(_ text: String, of cache: SharedCache) throws {
+        let configuration = cache.configuration
+        if text == "private", configuration.sharing == .group {
+            throw UsageError(
+                "\(cache.path) is shared with a group, so it is a shared cache; http-audience stays shared")
+        }
+        guard text == "shared", configuration.httpAudience == .private, try cache.statistics().entryCount > 0 else {
+            return
+        }
+        throw SharedCacheError(
+            .invalidArgument,
+            "\(cache.path) holds entries stored for one user, which may be that user's alone; with no process using "
+                + "it, run `sharedcache --dir \(cache.path) clear`, then set http-audience again",
+            path: cache.path)
     }
 }
 

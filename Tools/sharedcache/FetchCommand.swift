@@ -15,11 +15,11 @@ extension Command {
         summary: """
             Request URL through the cache: no request while the stored response is fresh, a
             conditional GET when it needs revalidating, a plain request otherwise (RFC 9111, as a
-            private cache; as a shared one in a directory a group shares). The body goes to
-            standard output or FILE; standard error says whether it was fresh, revalidated,
-            downloaded, offline or stale. With --json, standard output gets that, the status,
-            the RFC 9211 Cache-Status and the headers as served instead, and the body goes only
-            to -o FILE.
+            private cache; as a shared one in a directory a group shares, or set so with config
+            http-audience shared). The body goes to standard output or FILE; standard error says
+            whether it was fresh, revalidated, downloaded, offline or stale. With --json,
+            standard output gets that, the status, the RFC 9211 Cache-Status and the headers as
+            served instead, and the body goes only to -o FILE.
             """,
         options: [
             (.value("-o", "--output"), "write the body to FILE instead of standard output"),

@@ -1,6 +1,6 @@
 /// The `Cache-Control` directives a cache acts on (RFC 9111 §5.2, RFC 5861, RFC 8246), from a
 /// request or a response; those for shared caches only (`s-maxage`, `proxy-revalidate`,
-/// `private="…"`) count where ``Audience/shared`` says. Unknown directives are ignored; a
+/// `private="…"`) count where ``HTTPAudience/shared`` says. Unknown directives are ignored; a
 /// malformed number counts as 0, the safe side.
 struct CacheControl: Sendable, Equatable {
     /// `max-age`; two that disagree count as 0 (§4.2.1: the first, or stale — stale is safe).
@@ -88,13 +88,13 @@ struct CacheControl: Sendable, Equatable {
     /// Whether a cache serving `audience` must revalidate the response once stale, never
     /// serving it stale (§4.2.4): `must-revalidate`, or `no-cache`; for a shared cache also
     /// `proxy-revalidate` and `s-maxage` (§5.2.2.8, §5.2.2.10).
-    func forbidsStaleUse(for audience: Audience) -> Bool {
+    func forbidsStaleUse(for audience: HTTPAudience) -> Bool {
         mustRevalidate || noCache || audience == .shared && (proxyRevalidate || sharedMaxAge != nil)
     }
 
     /// The fields a cache serving `audience` may not keep: those `no-cache="…"` names, and for
     /// a shared cache those `private="…"` names.
-    func unreusableFields(for audience: Audience) -> [String] {
+    func unreusableFields(for audience: HTTPAudience) -> [String] {
         audience == .shared ? noCacheFields + privateFields : noCacheFields
     }
 

@@ -18,7 +18,7 @@ enum Freshness {
     /// `private` (§5.2.2.7). A 206 is stored only as a part, never as a complete response
     /// (§3.3, ``PartialContent/Part``). The request's part is
     /// ``allowsStoring(answeringAuthorization:headers:for:)``.
-    static func isStorable(status: Int, headers: HTTPHeaders, for audience: Audience) -> Bool {
+    static func isStorable(status: Int, headers: HTTPHeaders, for audience: HTTPAudience) -> Bool {
         guard (200..<600).contains(status), status != 304 else { return false }
         let directives = CacheControl(headers["Cache-Control"])
         if directives.mustUnderstand {
@@ -42,7 +42,7 @@ enum Freshness {
     /// another user may have it (`public`, `must-revalidate`, `s-maxage`). So it is with a 304
     /// or a HEAD's 200 that would update a stored response.
     static func allowsStoring(
-        answeringAuthorization authorized: Bool, headers: HTTPHeaders, for audience: Audience
+        answeringAuthorization authorized: Bool, headers: HTTPHeaders, for audience: HTTPAudience
     ) -> Bool {
         guard audience == .shared, authorized else { return true }
         let directives = CacheControl(headers["Cache-Control"])
@@ -57,7 +57,7 @@ enum Freshness {
     /// - Parameter heuristicCap: the most a heuristic lifetime may be, in milliseconds; `nil`
     ///   turns the heuristic off.
     static func lifetime(
-        status: Int, headers: HTTPHeaders, responseTime: Int64, heuristicCap: Int64?, for audience: Audience
+        status: Int, headers: HTTPHeaders, responseTime: Int64, heuristicCap: Int64?, for audience: HTTPAudience
     ) -> Int64 {
         let directives = CacheControl(headers["Cache-Control"])
         if directives.noCache { return 0 }

@@ -145,7 +145,7 @@ enum PartialContent {
         /// The part's entity tag, if it has one (weak or strong).
         var etag: String?
 
-        init?(_ response: TransportResponse, request: URLRequest, for audience: Audience) {
+        init?(_ response: TransportResponse, request: URLRequest, for audience: HTTPAudience) {
             guard response.status == 206, (request.httpMethod ?? "GET").uppercased() == "GET",
                 let asked = request.value(forHTTPHeaderField: "Range"), !asked.contains(","),
                 !(response.headers["Content-Type"] ?? "").lowercased().hasPrefix("multipart/"),

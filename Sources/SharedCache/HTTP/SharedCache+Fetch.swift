@@ -51,7 +51,7 @@ public struct FetchOptions: Sendable, Hashable {
     public var cacheKey: String?
 
     /// Options for one fetch; the defaults are a private cache by RFC 9111 (a shared one in a
-    /// directory a group shares).
+    /// directory a group shares, or set so: ``Configuration/httpAudience``).
     public init(
         forceRefresh: Bool = false, onlyFromCache: Bool = false, staleIfError: Bool = false,
         heuristicFreshness: Bool = true, heuristicFreshnessLimit: Duration = .seconds(86_400),
@@ -131,7 +131,8 @@ public struct FetchResult: Sendable {
 extension SharedCache {
     /// Sends `request` through the cache: a conditional GET when a stored response needs
     /// validating, no request at all when it is fresh (RFC 9111, as a private cache; as a shared
-    /// one in a directory a group shares, ``Sharing/group``, since several users read it then).
+    /// one in a directory a group shares, ``Sharing/group``, since several users read it then,
+    /// and in one whose ``Configuration/httpAudience`` is ``HTTPAudience/shared``, a proxy's).
     ///
     /// - Stored bodies are pinned (held open and checked) before `If-None-Match` /
     ///   `If-Modified-Since` are sent, so a 304 is always answered with a body, even if another

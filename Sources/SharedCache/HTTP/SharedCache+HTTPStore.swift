@@ -279,15 +279,16 @@ extension CacheEngine {
         "proxy-authenticate", "proxy-authentication-info", "proxy-authorization",
     ]
 
-    /// Whom this cache's responses are for: a directory a group shares is a shared cache.
-    var audience: Audience { Audience(directory.sharing) }
+    /// Whom this cache's responses are for: as the directory's `config` says, and several users
+    /// in a directory a group shares (``Configuration/httpAudience``).
+    var audience: HTTPAudience { configuration.httpAudience }
 
     /// The fields of `headers` a cache serving `audience` may keep (RFC 9111 §3.1): not the
     /// hop-by-hop ones nor a proxy's (``neverStored``), nor those `Connection` nominates, nor
     /// those a qualified `no-cache="…"` names (§5.2.2.4: they must not be reused without
     /// revalidation, so they are not kept at all; the rest of the response is), nor, in a
     /// shared cache, those a qualified `private="…"` names (§5.2.2.7).
-    static func storableFields(_ headers: HTTPHeaders, for audience: Audience) -> HTTPHeaders {
+    static func storableFields(_ headers: HTTPHeaders, for audience: HTTPAudience) -> HTTPHeaders {
         withoutUnreusable(endToEndFields(headers), for: audience)
     }
 
@@ -303,7 +304,7 @@ extension CacheEngine {
     /// `headers` without the fields its `Cache-Control` keeps `audience` from reusing
     /// (``CacheControl/unreusableFields(for:)``), but for those `validated` carries.
     private static func withoutUnreusable(
-        _ headers: HTTPHeaders, for audience: Audience, except validated: HTTPHeaders = [:]
+        _ headers: HTTPHeaders, for audience: HTTPAudience, except validated: HTTPHeaders = [:]
     ) -> HTTPHeaders {
         let unreusable = CacheControl(headers["Cache-Control"]).unreusableFields(for: audience)
         guard !unreusable.isEmpty else { return headers }
@@ -573,7 +574,7 @@ extension CacheEngine {
     /// (a 304's, a HEAD's or a part's is not the stored body's), `Content-Range` (which this
     /// cache processes, and which says what a stored part holds) and the fields a cache never
     /// keeps (``storableFields(_:for:)``).
-    static func updatedFields(_ stored: HTTPHeaders, by update: HTTPHeaders, for audience: Audience) -> HTTPHeaders {
+    static func updatedFields(_ stored: HTTPHeaders, by update: HTTPHeaders, for audience: HTTPAudience) -> HTTPHeaders {
         // The stored fields were storable, and so are the new ones; but a new `Cache-Control`
         // may name stored fields in its `no-cache="…"`, and the stored one new fields.
         withoutUnreusable(merged(stored, update), for: audience)

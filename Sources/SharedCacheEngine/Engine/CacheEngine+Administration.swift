@@ -219,8 +219,13 @@ extension CacheEngine {
         package var defaultExpiry: Duration?
         /// Takes effect in processes that open the directory afterwards.
         package var packThreshold: Int
+        package var httpAudience: HTTPAudience
 
-        package init(sizeLimit: UInt64, entryLimit: UInt64, defaultExpiry: Duration?, packThreshold: Int) {
+        package init(
+            sizeLimit: UInt64, entryLimit: UInt64, defaultExpiry: Duration?, packThreshold: Int,
+            httpAudience: HTTPAudience
+        ) {
+            self.httpAudience = httpAudience
             self.sizeLimit = sizeLimit
             self.entryLimit = entryLimit
             self.defaultExpiry = defaultExpiry
@@ -237,12 +242,13 @@ extension CacheEngine {
         let current = configuration
         var limits = SharedLimits(
             sizeLimit: current.sizeLimit, entryLimit: current.entryLimit, defaultExpiry: current.defaultExpiry,
-            packThreshold: current.packThreshold)
+            packThreshold: current.packThreshold, httpAudience: current.httpAudience)
         change(&limits)
         let file = ConfigurationFile(
             sizeLimit: limits.sizeLimit,
             defaultExpirySeconds: limits.defaultExpiry.map { max(1, $0.components.seconds) },
-            entryLimit: limits.entryLimit, packThreshold: limits.packThreshold)
+            entryLimit: limits.entryLimit, packThreshold: limits.packThreshold,
+            storesForSeveralUsers: limits.httpAudience == .shared)
         try directory.perform("writing \(path)/config") {
             try directoryLock.withExclusiveLock(timeout: current.lockTimeout) {
                 // A full disk says "lower the size-limit": the reserve pays for that file, and

@@ -3,10 +3,10 @@ import SharedCachePlatform
 
 /// How a process opens a cache directory.
 ///
-/// ``sizeLimit``, ``entryLimit``, ``defaultExpiry`` and ``packThreshold`` are *shared*: they are written to the
-/// directory's `config` file when the directory is created, and every process then uses the
-/// directory's values (``SharedCache/configuration`` shows them; `sharedcache config` changes
-/// them). The other settings are this process's own.
+/// ``sizeLimit``, ``entryLimit``, ``defaultExpiry``, ``packThreshold`` and ``httpAudience`` are
+/// *shared*: they are written to the directory's `config` file when the directory is created,
+/// and every process then uses the directory's values (``SharedCache/configuration`` shows
+/// them; `sharedcache config` changes them). The other settings are this process's own.
 public struct Configuration: Sendable, Hashable {
     /// Bytes of entry bodies the compactor keeps the directory under; 0 for no limit. Shared.
     public var sizeLimit: UInt64
@@ -51,6 +51,11 @@ public struct Configuration: Sendable, Hashable {
     /// Who may use a cache directory this process creates. An existing directory's own mode
     /// decides; asking for ``Sharing/group`` there fails if the directory is private.
     public var sharing: Sharing
+    /// Whom the responses ``SharedCache/fetch(_:options:transport:)`` stores are for: one user
+    /// (a private cache, as a browser's) or several (a shared cache, as a proxy's, which a
+    /// directory a group shares always is). Shared; asking for ``HTTPAudience/shared`` fails on
+    /// an existing directory that stores for one user, since what it holds may be one user's.
+    public var httpAudience: HTTPAudience
     /// The wall clock expiry is judged by: the system's, or a test's.
     package var clock: WallClock = .system
 
@@ -69,8 +74,10 @@ public struct Configuration: Sendable, Hashable {
         sharing: Sharing = .owner,
         memoryCountLimit: Int = 0,
         memoryIdleExpiry: Duration? = nil,
-        packThreshold: Int = Configuration.defaultPackThreshold
+        packThreshold: Int = Configuration.defaultPackThreshold,
+        httpAudience: HTTPAudience = .private
     ) {
+        self.httpAudience = httpAudience
         self.packThreshold = packThreshold
         self.memoryCountLimit = memoryCountLimit
         self.memoryIdleExpiry = memoryIdleExpiry
@@ -92,13 +99,15 @@ public struct Configuration: Sendable, Hashable {
     /// bound keeps a record small next to its 64 MiB segment.
     public static let defaultPackThreshold = ConfigurationFile.defaultPackThreshold
 
-    /// This configuration with the shared limits taken from a directory's `config`.
+    /// This configuration with the shared limits taken from a directory's `config`; a directory
+    /// a group shares (``sharing``) is a shared cache whatever its `config` says.
     package func adopting(_ shared: ConfigurationFile) -> Configuration {
         var result = self
         result.sizeLimit = shared.sizeLimit
         result.entryLimit = shared.entryLimit
         result.defaultExpiry = shared.defaultExpirySeconds.map { .seconds($0) }
         result.packThreshold = shared.packThreshold
+        result.httpAudience = shared.storesForSeveralUsers || sharing == .group ? .shared : .private
         return result
     }
 }
@@ -111,6 +120,17 @@ public enum Sharing: Sendable, Hashable {
     /// what any member creates keeps the group), whatever each process's umask. A new
     /// directory takes the creating process's group; `chgrp -R` it to the group that shares it.
     case group
+}
+
+/// Whom a cache's HTTP responses are for (RFC 9111 §1), which decides the rules only a shared
+/// cache has: `private` (§5.2.2.7), `s-maxage` (§5.2.2.10), `proxy-revalidate` (§5.2.2.8), and a
+/// request's `Authorization` (§3.5).
+public enum HTTPAudience: Sendable, Hashable {
+    /// One user: a private cache, as a browser's is.
+    case `private`
+    /// Several users, who must never be served what the origin meant for one of them: a shared
+    /// cache, as a proxy's is.
+    case shared
 }
 
 /// What a put promises about power loss. Crashes of processes never lose or damage a
@@ -146,6 +166,7 @@ extension ConfigurationFile {
         self.init(
             sizeLimit: configuration.sizeLimit,
             defaultExpirySeconds: configuration.defaultExpiry.map { max(1, $0.components.seconds) },
-            entryLimit: configuration.entryLimit, packThreshold: configuration.packThreshold)
+            entryLimit: configuration.entryLimit, packThreshold: configuration.packThreshold,
+            storesForSeveralUsers: configuration.httpAudience == .shared)
     }
 }

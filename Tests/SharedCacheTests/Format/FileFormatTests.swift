@@ -152,4 +152,16 @@ struct FileFormatTests {
             try ConfigurationFile.decode(Array("no equals sign\n".utf8), defaults: defaults)
         }
     }
+
+    /// A directory stores for several users only if its `config` says so: one made before the
+    /// setting existed is private whatever the process asks, so nothing stored for one user is
+    /// served to many.
+    @Test func configFileIsSharedOnlyWhenItSaysSo() throws {
+        let shared = ConfigurationFile(sizeLimit: 1, storesForSeveralUsers: true)
+        #expect(try ConfigurationFile.decode(shared.encoded(), defaults: .init(sizeLimit: 0)) == shared)
+        #expect(try !ConfigurationFile.decode(Array("size-limit = 5\n".utf8), defaults: shared).storesForSeveralUsers)
+        #expect(throws: FormatError.self) {
+            try ConfigurationFile.decode(Array("http-audience = everyone\n".utf8), defaults: shared)
+        }
+    }
 }

@@ -90,16 +90,23 @@ struct ConformanceTests {
         #expect(second.source == .revalidated && logged.count == 2)
     }
 
-    // MARK: A directory a group shares is a shared cache (RFC 9111 §1)
+    // MARK: A shared cache (RFC 9111 §1): a directory a group shares, or one set so
 
-    /// A cache in a directory its group shares: several users, so a shared cache.
-    func sharedCache() throws -> SharedCache {
-        try SharedCache(directory: directory("shared"), configuration: Configuration(sharing: .group))
+    /// Each way a cache serves several users: a directory its group shares, or one whose
+    /// `config` says `http-audience = shared` (a proxy's).
+    static let sharedCaches = ["group", "http-audience"]
+
+    /// A shared cache, made the way `how` names (``sharedCaches``).
+    func sharedCache(_ how: String) throws -> SharedCache {
+        let configuration = how == "group" ? Configuration(sharing: .group) : Configuration(httpAudience: .shared)
+        return try SharedCache(directory: directory("shared"), configuration: configuration)
     }
 
-    @Test("§5.2.2.7: a shared cache never stores private; private=\"field\" is stored without the field")
-    func aSharedCacheKeepsNothingPrivate() async throws {
-        let shared = try sharedCache()
+    @Test(
+        "§5.2.2.7: a shared cache never stores private; private=\"field\" is stored without the field",
+        arguments: sharedCaches)
+    func aSharedCacheKeepsNothingPrivate(how: String) async throws {
+        let shared = try sharedCache(how)
         for path in ["/h/private/s.txt", "/h/privatefield/s.txt"] { try origin.write(path, "mine") }
         _ = try await shared.fetch(request("/h/private/s.txt"))
         #expect(try await shared.fetch(request("/h/private/s.txt")).source == .downloaded)
@@ -109,9 +116,9 @@ struct ConformanceTests {
         #expect(field.source == .fresh && field.headers["X-Mine"] == nil)
     }
 
-    @Test("§5.2.2.10: a shared cache goes by s-maxage over max-age, and never serves it stale")
-    func aSharedCacheGoesBySharedMaxAge() async throws {
-        let shared = try sharedCache()
+    @Test("§5.2.2.10: a shared cache goes by s-maxage over max-age, and never serves it stale", arguments: sharedCaches)
+    func aSharedCacheGoesBySharedMaxAge(how: String) async throws {
+        let shared = try sharedCache(how)
         try origin.write("/h/smaxage/s.txt", "shared")
         _ = try await shared.fetch(request("/h/smaxage/s.txt"))
         #expect(try await shared.fetch(request("/h/smaxage/s.txt")).source == .fresh)
@@ -131,9 +138,11 @@ struct ConformanceTests {
         }
     }
 
-    @Test("§3.5: a shared cache keeps the answer to a request with Authorization only if it says another user may have it")
-    func aSharedCacheKeepsAnAuthorizedAnswerOnlyIfAllowed() async throws {
-        let shared = try sharedCache()
+    @Test(
+        "§3.5: a shared cache keeps the answer to a request with Authorization only if it says another user may have it",
+        arguments: sharedCaches)
+    func aSharedCacheKeepsAnAuthorizedAnswerOnlyIfAllowed(how: String) async throws {
+        let shared = try sharedCache(how)
         try origin.write("/fresh/shared-auth.txt", "mine")
         let authorized = [("Authorization", "Bearer x")]
         _ = try await shared.fetch(request("/fresh/shared-auth.txt", authorized))
@@ -142,6 +151,42 @@ struct ConformanceTests {
         try origin.write("/h/smaxage/shared-auth.txt", "everyone's")
         _ = try await shared.fetch(request("/h/smaxage/shared-auth.txt", authorized))
         #expect(try await shared.fetch(request("/h/smaxage/shared-auth.txt", authorized)).source == .fresh)
+    }
+
+    /// The `sharedcache` commands `message` names in backquotes, each as the tool's arguments.
+    static func commands(in message: String) -> [[String]] {
+        message.split(separator: "`").filter { $0.hasPrefix("sharedcache ") }.map {
+            $0.split(separator: " ").dropFirst().map(String.init)
+        }
+    }
+
+    @Test("§1: a directory that stored for one user becomes a shared cache only once cleared, as the refusals say")
+    func aPrivateCacheBecomesSharedOnlyOnceCleared() async throws {
+        let path = directory("proxy")
+        try SharedCache(directory: path).put(key: "one user's", data: Data("mine".utf8))
+        let refusal = #expect(throws: SharedCacheError.self) {
+            try SharedCache(directory: path, configuration: Configuration(httpAudience: .shared))
+        }
+        let commands = Self.commands(in: try #require(refusal?.message))
+        #expect(commands == [["--dir", path, "clear"], ["--dir", path, "config", "http-audience", "shared"]])
+        // The tool refuses the second while entries remain, and names the first.
+        let early = try await Tool.admin.run(commands[1])
+        #expect(early.status != 0 && Self.commands(in: early.errors) == [commands[0]], "\(early.errors)")
+        for command in commands {
+            let step = try await Tool.admin.run(command)
+            #expect(step.status == 0, "\(command): \(step.errors)")
+        }
+        let shared = try SharedCache(directory: path, configuration: Configuration(httpAudience: .shared))
+        #expect(try shared.get(key: "one user's") == nil)
+        // §5.2.2.7: a private response is not kept now; the private cache beside it keeps one.
+        for (cache, kept) in [(shared, false), (cache, true)] {
+            let transport = ScriptedTransport([
+                Self.response(200, ["Cache-Control": "private, max-age=600", "Date": Self.date()], "mine")
+            ])
+            _ = try await cache.fetch(request("/proxy"), transport: transport)
+            let second = try await cache.fetch(request("/proxy"), transport: transport)
+            #expect(second.source == (kept ? .fresh : .downloaded))
+        }
     }
 
     // MARK: Heuristic freshness (RFC 9111 §4.2.2)

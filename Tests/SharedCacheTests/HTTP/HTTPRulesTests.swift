@@ -6,6 +6,8 @@ import FoundationNetworking
 #endif
 
 @testable import SharedCache
+import SharedCacheEngine
+import SharedCacheFormat
 
 @Suite("HTTP rules on values: dates, Cache-Control, freshness, stored responses")
 struct HTTPRulesTests {
@@ -191,7 +193,7 @@ struct HTTPRulesTests {
 
     @Test("RFC 9111 §3, §3.5, §5.2.2.7, §5.2.2.8, §5.2.2.10: what changes for a shared cache")
     func sharedStorabilityAndFreshness() throws {
-        func storable(_ headers: HTTPHeaders, for audience: Audience) -> Bool {
+        func storable(_ headers: HTTPHeaders, for audience: HTTPAudience) -> Bool {
             Freshness.isStorable(status: 500, headers: headers, for: audience)
         }
         // An unqualified private is never stored by a shared cache; a qualified one is, without
@@ -208,7 +210,7 @@ struct HTTPRulesTests {
         #expect(CacheEngine.storableFields(fields, for: .private).count == 3)
         // s-maxage before max-age, and then no stale use; proxy-revalidate likewise.
         let both: HTTPHeaders = ["Cache-Control": "max-age=10, s-maxage=600"]
-        for (audience, expected) in [(Audience.private, Int64(10_000)), (.shared, 600_000)] {
+        for (audience, expected) in [(HTTPAudience.private, Int64(10_000)), (.shared, 600_000)] {
             let lifetime = Freshness.lifetime(status: 200, headers: both, responseTime: 0, heuristicCap: nil, for: audience)
             #expect(lifetime == expected)
         }
@@ -231,7 +233,13 @@ struct HTTPRulesTests {
             #expect(Freshness.allowsStoring(answeringAuthorization: false, headers: headers, for: .shared))
             #expect(Freshness.allowsStoring(answeringAuthorization: true, headers: headers, for: .private))
         }
-        #expect(Audience(.group) == .shared && Audience(.owner) == .private)
+        // A directory a group shares is a shared cache, whatever its `config` says.
+        for (sharing, severalUsers, audience) in [
+            (Sharing.group, false, HTTPAudience.shared), (.owner, false, .private), (.owner, true, .shared),
+        ] {
+            let file = ConfigurationFile(sizeLimit: 0, storesForSeveralUsers: severalUsers)
+            #expect(Configuration(sharing: sharing).adopting(file).httpAudience == audience)
+        }
     }
 
     @Test("RFC 9111 §1.2.2, §5.2: delta-seconds and the directives a private cache reads")

@@ -137,6 +137,15 @@ struct SharedCacheToolTests: AdminToolSuite {
         #expect(try await run("config", "colour", "blue").status == 64)
         #expect(try await run("config", "size-limit", "huge").status == 64)
         #expect(try SharedCache(directory: cache).configuration.sizeLimit == 2_147_483_648)
+        #expect(try await run("config", "http-audience").output == "private\n")
+        #expect(try await run("config", "http-audience", "shared").output == "http-audience = shared\n")
+        #expect(try await run("config", "http-audience", "everyone").status == 64)
+        #expect(try SharedCache(directory: cache).configuration.httpAudience == .shared)
+        // A directory a group shares is a shared cache, and cannot be made private.
+        let group = directory("group")
+        _ = try SharedCache(directory: group, configuration: Configuration(sharing: .group))
+        #expect(try await Tool.admin.run(["--dir", group, "config", "http-audience"]).output == "shared\n")
+        #expect(try await Tool.admin.run(["--dir", group, "config", "http-audience", "private"]).status == 64)
     }
 
     /// Issue 18: `config default-expiry 0` wrote 1, so every entry expired after a second. 0 means
