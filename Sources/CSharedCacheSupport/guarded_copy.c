@@ -33,7 +33,10 @@ static _Thread_local struct guard *volatile active_guard __attribute__((tls_mode
 /// copy is a system call, 15 % of a 1 KB get. A thread that blocks SIGBUS blocks it from its
 /// start (it inherits the mask of one that blocks everything), and is asked at every copy, in
 /// case it stops; one that starts blocking it after its first copy is not seen, and a fault
-/// would end the process, as it does any program that reads a mapping.
+/// would end the process, as it does any program that reads a mapping. Nor is a copy made in a
+/// signal handler that blocks SIGBUS (a get takes locks and allocates: no call to make in a
+/// handler). A SIGBUS passed on to another handler has the thread asked again at its next
+/// copy: that handler may leave SIGBUS blocked, if it leaves by a longjmp.
 static _Thread_local int sees_faults __attribute__((tls_model("initial-exec")));
 static struct sigaction previous_action;
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
@@ -64,6 +67,7 @@ static int recurs(const siginfo_t *info) {
 /// Hands a SIGBUS that is not ours to the previous disposition, as the kernel would have: the
 /// default action, ignoring it, or its handler under its own mask and flags.
 static void pass_on(int number, siginfo_t *info, void *context) {
+    sees_faults = 0;
     struct sigaction previous = previous_action;
     if (previous.sa_handler == SIG_DFL || previous.sa_handler == SIG_IGN) {
         if (previous.sa_handler == SIG_IGN && !recurs(info)) return;  // still ignored
@@ -134,7 +138,7 @@ int scs_guarded_copy(const void *source, void *first, size_t first_count, void *
     guard.outer = active_guard;
     // The mask is not saved (that would cost a system call per copy): a fault leaves SIGBUS
     // blocked, as a handler runs with its signal blocked, so it is unblocked here; it was not
-    // blocked before (checked above).
+    // blocked before (as this thread's first copy found, and nothing since blocked it).
     if (sigsetjmp(guard.resume, 0) != 0) {
         sigset_t bus;
         sigemptyset(&bus);
