@@ -35,7 +35,9 @@ public final class SharedCache: Sendable {
     /// - Parameters:
     ///   - path: the cache directory. Created with mode 0700 if missing (02770 with
     ///     ``Sharing/group``).
-    ///   - configuration: the shared limits apply only when this call creates the directory.
+    ///   - configuration: the shared limits apply only when this call creates the directory,
+    ///     but for ``Configuration/httpAudience``: asking for ``HTTPAudience/shared`` makes this
+    ///     process a shared cache in any directory.
     /// - Throws: ``SharedCacheError`` when the path is not a directory, holds something other
     ///   than a cache, was written by a newer major version, or cannot be written.
     public init(directory path: String, configuration: Configuration = Configuration()) throws(SharedCacheError) {

@@ -18,10 +18,11 @@ extension Command {
             with K, M, G, T; Ki, Mi, Gi, Ti for powers of 1024; 0 for none), entry-limit (0 for none), \
             default-expiry (a duration such as 7d, or never; 0 is never too), pack-threshold (bytes up to \
             which a body is packed into a segment instead of a file of its own, at most 1Mi; 0 for none; \
-            processes that open the cache afterwards use it), http-audience (private: fetched responses \
-            are stored for one user, as a browser stores them; shared: for several, as a proxy does, never \
-            keeping what the origin meant for one; a directory shared with a group is always shared; set \
-            shared only on an empty directory). A running sharedcached is told to re-read them.
+            processes that open the cache afterwards use it), http-audience (private: fetch stores \
+            responses for one user, as a browser does; shared: for several, as a proxy does, never keeping \
+            what the origin meant for one; a directory shared with a group is always shared; each stored \
+            response is reused only by a cache of the kind that stored it, so switching needs no clear). \
+            A running sharedcached is told to re-read them.
             """
     ) { invocation in
         let values = try invocation.positional(0...2, "NAME")
@@ -30,7 +31,11 @@ extension Command {
         if values.count == 2 {
             let (name, text) = (values[0], values[1])
             try validate(name, text)
-            if name == "http-audience" { try checkAudience(text, of: cache) }
+            if name == "http-audience", text == "private", cache.configuration.sharing == .group {
+                throw UsageError(
+                    "\(cache.path) is shared with a group, so fetch is a shared cache there whatever http-audience "
+                        + "says; leave it shared")
+            }
             limits = try cache.updateSharedLimits { limits in
                 switch name {
                 case "size-limit": limits.sizeLimit = parseSize(text) ?? .max
@@ -102,23 +107,6 @@ extension Command {
                 + "and http-audience")
     }
 
-    /// Refuses an audience the directory cannot have: private where a group shares it, and
-    /// shared over entries stored for one user, which may be that user's alone.
-    private static func checkAudience(_ text: String, of cache: SharedCache) throws {
-        let configuration = cache.configuration
-        if text == "private", configuration.sharing == .group {
-            throw UsageError(
-                "\(cache.path) is shared with a group, so it is a shared cache; http-audience stays shared")
-        }
-        guard text == "shared", configuration.httpAudience == .private, try cache.statistics().entryCount > 0 else {
-            return
-        }
-        throw SharedCacheError(
-            .invalidArgument,
-            "\(cache.path) holds entries stored for one user, which may be that user's alone; with no process using "
-                + "it, run `sharedcache --dir \(cache.path) clear`, then set http-audience again",
-            path: cache.path)
-    }
 }
 
 /// `500`, `500K`, `2M`, `1G`, `1T` (powers of 1000), `2Ki`, `1Gi` (powers of 1024).

@@ -256,7 +256,11 @@ extension CacheEngine {
             }
             (metadata, pinned) = (CacheEntry(header), blob)
         }
-        return PinnedVersion(stored: StoredHTTP(metadata.attributes), metadata: metadata) { response in
+        let stored = StoredHTTP(metadata.attributes)
+        // Stored by another audience's rules: not this cache's to reuse, not even for validators
+        // (a 304 would serve its body).
+        if case .response(let response) = stored, response.audience != audience { return nil }
+        return PinnedVersion(stored: stored, metadata: metadata) { response in
             StoredCandidate(
                 key: key, hash: hash, entry: entry, metadata: metadata, response: response, held: held, pinned: pinned,
                 cache: self)
@@ -471,6 +475,7 @@ extension CacheEngine {
         var response = response
         let directives = CacheControl(response.headers["Cache-Control"])
         response.mustRevalidate = directives.forbidsStaleUse(for: audience)
+        response.audience = audience
         var metadata = EntryMetadata(etag: validators["ETag"], lastModified: validators["Last-Modified"])
         metadata.attributes = StoredHTTP.response(response).encoded()
         let expiresAt = retention(birth: birth, lifetime: response.lifetime, now: Clock.nowMilliseconds())
@@ -574,7 +579,9 @@ extension CacheEngine {
     /// (a 304's, a HEAD's or a part's is not the stored body's), `Content-Range` (which this
     /// cache processes, and which says what a stored part holds) and the fields a cache never
     /// keeps (``storableFields(_:for:)``).
-    static func updatedFields(_ stored: HTTPHeaders, by update: HTTPHeaders, for audience: HTTPAudience) -> HTTPHeaders {
+    static func updatedFields(_ stored: HTTPHeaders, by update: HTTPHeaders, for audience: HTTPAudience)
+        -> HTTPHeaders
+    {
         // The stored fields were storable, and so are the new ones; but a new `Cache-Control`
         // may name stored fields in its `no-cache="…"`, and the stored one new fields.
         withoutUnreusable(merged(stored, update), for: audience)

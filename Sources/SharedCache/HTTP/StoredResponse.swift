@@ -8,7 +8,8 @@
 /// headers    = count:u16 {name-size:u16 name value-size:u32 value}
 /// ```
 /// `lifetime` is how long the response stays fresh, in milliseconds, counted from the entry's
-/// stored-at (which a 304 moves); flag 1 is must-revalidate. `vary-values` are the request's
+/// stored-at (which a 304 moves); flag 1 is must-revalidate, flag 2 that a shared cache stored
+/// it (by a shared cache's rules, for several users). `vary-values` are the request's
 /// values of the fields the response varies on, which select this variant. A URL's stored
 /// parts are a kind 1 response with status 206 (``PartialContent``).
 enum StoredHTTP: Equatable {
@@ -25,7 +26,7 @@ enum StoredHTTP: Equatable {
             writer.append(UInt8(1))
             writer.append(UInt16(clamping: response.status))
             writer.append(response.lifetime)
-            writer.append(UInt8(response.mustRevalidate ? 1 : 0))
+            writer.append(UInt8(response.mustRevalidate ? 1 : 0) | (response.audience == .shared ? 2 : 0))
             Self.encode(response.headers, into: &writer)
             Self.encode(response.varyValues, into: &writer)
         case .variants(let list):
@@ -64,7 +65,8 @@ enum StoredHTTP: Equatable {
             return .response(
                 StoredResponse(
                     status: status, headers: try decodeHeaders(&reader), lifetime: lifetime,
-                    mustRevalidate: flags & 1 != 0, varyValues: try decodeHeaders(&reader)))
+                    mustRevalidate: flags & 1 != 0, varyValues: try decodeHeaders(&reader),
+                    audience: flags & 2 != 0 ? .shared : .private))
         case 2:
             var names: [String] = []
             for _ in 0..<(try reader.read(UInt16.self)) {
@@ -110,6 +112,9 @@ struct StoredResponse: Equatable {
     var mustRevalidate: Bool
     /// The request's values of the fields named by the response's `Vary`, lowercase names.
     var varyValues: HTTPHeaders
+    /// Whose rules stored it: only a cache of the same audience reuses it (a shared cache must
+    /// not serve what a private one kept for its user; a private one ignores `s-maxage`).
+    var audience: HTTPAudience = .private
 }
 
 /// The variants stored for one URL: the fields its responses vary on, and every variant key

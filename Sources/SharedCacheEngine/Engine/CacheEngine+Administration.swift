@@ -219,17 +219,19 @@ extension CacheEngine {
         package var defaultExpiry: Duration?
         /// Takes effect in processes that open the directory afterwards.
         package var packThreshold: Int
+        /// Takes effect in processes that open the directory afterwards, and in open ones that
+        /// become shared caches (none turns private while open).
         package var httpAudience: HTTPAudience
 
         package init(
             sizeLimit: UInt64, entryLimit: UInt64, defaultExpiry: Duration?, packThreshold: Int,
             httpAudience: HTTPAudience
         ) {
-            self.httpAudience = httpAudience
             self.sizeLimit = sizeLimit
             self.entryLimit = entryLimit
             self.defaultExpiry = defaultExpiry
             self.packThreshold = packThreshold
+            self.httpAudience = httpAudience
         }
     }
 

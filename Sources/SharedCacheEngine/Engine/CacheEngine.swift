@@ -98,15 +98,6 @@ package final class CacheEngine: Sendable {
         let (directory, lock, shared, format) = try CacheDirectory.open(
             path: path, creating: ConfigurationFile(configuration), sharing: configuration.sharing,
             timeout: configuration.lockTimeout, durable: durable)
-        if configuration.httpAudience == .shared, !shared.storesForSeveralUsers, directory.sharing == .owner {
-            throw SharedCacheError(
-                .invalidArgument,
-                "\(path) stores fetched responses for one user (its config says http-audience = private), but this "
-                    + "process asked for HTTPAudience.shared, and what it holds may be that user's alone; with no "
-                    + "process using it, run `sharedcache --dir \(path) clear`, then `sharedcache --dir \(path) config "
-                    + "http-audience shared`, or open it without HTTPAudience.shared",
-                path: path)
-        }
         let bodies = PackedBodyStore(directory: directory, packThreshold: shared.packThreshold)
         let (live, rebuilt) = try directory.perform("loading the index of \(path)") {
             try LiveIndex.load(

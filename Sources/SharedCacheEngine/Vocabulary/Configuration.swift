@@ -52,9 +52,11 @@ public struct Configuration: Sendable, Hashable {
     /// decides; asking for ``Sharing/group`` there fails if the directory is private.
     public var sharing: Sharing
     /// Whom the responses ``SharedCache/fetch(_:options:transport:)`` stores are for: one user
-    /// (a private cache, as a browser's) or several (a shared cache, as a proxy's, which a
-    /// directory a group shares always is). Shared; asking for ``HTTPAudience/shared`` fails on
-    /// an existing directory that stores for one user, since what it holds may be one user's.
+    /// (a private cache, as a browser's; the default) or several (a shared cache, as a proxy's).
+    /// Shared, with a twist: a process is a shared cache if it asks to be, if the directory's
+    /// `config` says so, or if a group shares the directory, and once one stays one while
+    /// open. Each stored response records which rules stored it, and a cache reuses only
+    /// responses stored by its own, so caches of both kinds may use one directory.
     public var httpAudience: HTTPAudience
     /// The wall clock expiry is judged by: the system's, or a test's.
     package var clock: WallClock = .system
@@ -99,15 +101,18 @@ public struct Configuration: Sendable, Hashable {
     /// bound keeps a record small next to its 64 MiB segment.
     public static let defaultPackThreshold = ConfigurationFile.defaultPackThreshold
 
-    /// This configuration with the shared limits taken from a directory's `config`; a directory
-    /// a group shares (``sharing``) is a shared cache whatever its `config` says.
+    /// This configuration with the shared limits taken from a directory's `config`. It is a
+    /// shared cache if it was one (asked for, or adopted before: a process never turns private
+    /// while open, whatever a `config` written since says), if `config` says so, or if a group
+    /// shares the directory (``sharing``).
     package func adopting(_ shared: ConfigurationFile) -> Configuration {
         var result = self
         result.sizeLimit = shared.sizeLimit
         result.entryLimit = shared.entryLimit
         result.defaultExpiry = shared.defaultExpirySeconds.map { .seconds($0) }
         result.packThreshold = shared.packThreshold
-        result.httpAudience = shared.storesForSeveralUsers || sharing == .group ? .shared : .private
+        let severalUsers = httpAudience == .shared || shared.storesForSeveralUsers || sharing == .group
+        result.httpAudience = severalUsers ? .shared : .private
         return result
     }
 }

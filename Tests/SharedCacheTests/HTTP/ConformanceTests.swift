@@ -153,40 +153,34 @@ struct ConformanceTests {
         #expect(try await shared.fetch(request("/h/smaxage/shared-auth.txt", authorized)).source == .fresh)
     }
 
-    /// The `sharedcache` commands `message` names in backquotes, each as the tool's arguments.
-    static func commands(in message: String) -> [[String]] {
-        message.split(separator: "`").filter { $0.hasPrefix("sharedcache ") }.map {
-            $0.split(separator: " ").dropFirst().map(String.init)
-        }
-    }
-
-    @Test("§1: a directory that stored for one user becomes a shared cache only once cleared, as the refusals say")
-    func aPrivateCacheBecomesSharedOnlyOnceCleared() async throws {
+    @Test("§1, §5.2.2.7, §5.2.2.10: a cache reuses only what one of its own audience stored, so both kinds may share a directory")
+    func eachAudienceReusesOnlyWhatItsOwnKindStored() async throws {
         let path = directory("proxy")
-        try SharedCache(directory: path).put(key: "one user's", data: Data("mine".utf8))
-        let refusal = #expect(throws: SharedCacheError.self) {
-            try SharedCache(directory: path, configuration: Configuration(httpAudience: .shared))
-        }
-        let commands = Self.commands(in: try #require(refusal?.message))
-        #expect(commands == [["--dir", path, "clear"], ["--dir", path, "config", "http-audience", "shared"]])
-        // The tool refuses the second while entries remain, and names the first.
-        let early = try await Tool.admin.run(commands[1])
-        #expect(early.status != 0 && Self.commands(in: early.errors) == [commands[0]], "\(early.errors)")
-        for command in commands {
-            let step = try await Tool.admin.run(command)
-            #expect(step.status == 0, "\(command): \(step.errors)")
-        }
-        let shared = try SharedCache(directory: path, configuration: Configuration(httpAudience: .shared))
-        #expect(try shared.get(key: "one user's") == nil)
-        // §5.2.2.7: a private response is not kept now; the private cache beside it keeps one.
-        for (cache, kept) in [(shared, false), (cache, true)] {
-            let transport = ScriptedTransport([
-                Self.response(200, ["Cache-Control": "private, max-age=600", "Date": Self.date()], "mine")
-            ])
-            _ = try await cache.fetch(request("/proxy"), transport: transport)
-            let second = try await cache.fetch(request("/proxy"), transport: transport)
-            #expect(second.source == (kept ? .fresh : .downloaded))
-        }
+        let browser = try SharedCache(directory: path)
+        let proxy = try SharedCache(directory: path, configuration: Configuration(httpAudience: .shared))
+        for file in ["/h/private/p.txt", "/h/smaxage/p.txt"] { try origin.write(file, "body") }
+        // §5.2.2.7: what the private cache kept for its user reaches none of the proxy's users,
+        // not even as validators (a 304 would have served it).
+        _ = try await browser.fetch(request("/h/private/p.txt"))
+        #expect(try await browser.fetch(request("/h/private/p.txt")).source == .fresh)
+        #expect(try await proxy.fetch(request("/h/private/p.txt")).source == .downloaded)
+        // §5.2.2.10: nor does a response the proxy keeps fresh by s-maxage reach the private cache.
+        _ = try await proxy.fetch(request("/h/smaxage/p.txt"))
+        #expect(try await proxy.fetch(request("/h/smaxage/p.txt")).source == .fresh)
+        #expect(try await browser.fetch(request("/h/smaxage/p.txt")).source == .downloaded)
+        let logged =
+            origin.requests(to: "/h/private/p.txt", atLeast: 2) + origin.requests(to: "/h/smaxage/p.txt", atLeast: 2)
+        #expect(logged.count == 4 && logged.allSatisfy { !$0.hasValidators }, "\(logged)")
+        // The directory turns shared with no clear: what it holds for one user stays unreused.
+        #expect(try await Tool.admin.run(["--dir", path, "config", "http-audience", "shared"]).status == 0)
+        let later = try SharedCache(directory: path)
+        #expect(later.configuration.httpAudience == .shared)
+        #expect(try await later.fetch(request("/h/private/p.txt")).source == .downloaded)
+        // A process that is a shared cache stays one while open, whatever `config` says later.
+        #expect(try await Tool.admin.run(["--dir", path, "config", "http-audience", "private"]).status == 0)
+        try proxy.reloadConfiguration()  // as SIGHUP makes sharedcached do
+        #expect(proxy.configuration.httpAudience == .shared)
+        #expect(try SharedCache(directory: path).configuration.httpAudience == .private)
     }
 
     // MARK: Heuristic freshness (RFC 9111 §4.2.2)

@@ -95,11 +95,12 @@ struct HTTPRulesTests {
         #expect(Freshness.birth(requestTime: now, responseTime: now, headers: ["Date": HTTPDate.format(now - 5000)]) == now - 5000)
     }
 
-    @Test func storedResponsesAndVariantListsRoundTrip() {
+    @Test(arguments: [HTTPAudience.private, .shared])
+    func storedResponsesAndVariantListsRoundTrip(audience: HTTPAudience) {
         let response = StoredHTTP.response(
             StoredResponse(
                 status: 203, headers: ["ETag": "\"x\"", "Content-Type": "text/plain", "X-Empty": ""], lifetime: 60_000,
-                mustRevalidate: true, varyValues: ["accept-language": "fr"]))
+                mustRevalidate: true, varyValues: ["accept-language": "fr"], audience: audience))
         let list = StoredHTTP.variants(VariantList(names: ["accept", "accept-language"], keys: ["a\nb", "c"]))
         #expect(StoredHTTP(response.encoded()) == response)
         #expect(StoredHTTP(list.encoded()) == list)
@@ -233,12 +234,14 @@ struct HTTPRulesTests {
             #expect(Freshness.allowsStoring(answeringAuthorization: false, headers: headers, for: .shared))
             #expect(Freshness.allowsStoring(answeringAuthorization: true, headers: headers, for: .private))
         }
-        // A directory a group shares is a shared cache, whatever its `config` says.
-        for (sharing, severalUsers, audience) in [
-            (Sharing.group, false, HTTPAudience.shared), (.owner, false, .private), (.owner, true, .shared),
+        // A shared cache: in a directory a group shares, whatever its `config` says; where `config`
+        // says so; where the process asked to be one, or was one already (it never turns private).
+        for (sharing, asked, severalUsers, audience) in [
+            (Sharing.group, HTTPAudience.private, false, HTTPAudience.shared), (.owner, .private, false, .private),
+            (.owner, .private, true, .shared), (.owner, .shared, false, .shared),
         ] {
             let file = ConfigurationFile(sizeLimit: 0, storesForSeveralUsers: severalUsers)
-            #expect(Configuration(sharing: sharing).adopting(file).httpAudience == audience)
+            #expect(Configuration(sharing: sharing, httpAudience: asked).adopting(file).httpAudience == audience)
         }
     }
 
