@@ -10,8 +10,10 @@ package struct FormatVersion: Equatable, Sendable, CustomStringConvertible {
     /// which a repair writes over damaged bytes (2.0 readers skip it). 3.0: puts append to the
     /// journal at once, under a shared lock: records are numbered by their place and carry their
     /// segment's tag, and a stored record supersedes where it is applied. Directories of versions
-    /// 1 and 2 are upgraded in place when opened (see `sharedcache(5)`).
-    package static let current = FormatVersion(major: 3, minor: 0)
+    /// 1 and 2 are upgraded in place when opened (see `sharedcache(5)`). 3.1: a stored HTTP
+    /// response's flag 2 (a shared cache stored it) and `config`'s `http-audience`, both of which
+    /// a 3.0 reader ignores.
+    package static let current = FormatVersion(major: 3, minor: 1)
     package static let fileName = "format"
 
     package var major: UInt16
