@@ -139,7 +139,8 @@ public final class SharedCache: Sendable {
         try engine.statistics()
     }
 
-    /// Re-reads the directory's shared limits (`config`), as `sharedcached` does on SIGHUP.
+    /// Re-reads the directory's shared limits (`config`), as `sharedcached` does on SIGHUP. A
+    /// process that is a shared cache (``Configuration/httpAudience``) stays one.
     public func reloadConfiguration() throws(SharedCacheError) {
         try engine.reloadConfiguration()
     }

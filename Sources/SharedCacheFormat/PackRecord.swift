@@ -38,20 +38,6 @@ package enum PackRecord {
         return writer.bytes
     }
 
-    /// The pack a segment header names, after checking it.
-    package static func decodeSegmentHeader(_ bytes: UnsafeRawBufferPointer) throws(FormatError) -> UInt64 {
-        var reader = ByteReader(bytes)
-        try reader.expectMagic(segmentMagic)
-        let major: UInt16 = try reader.read()
-        guard major == 2 else { throw .unsupportedVersion(major: major) }
-        _ = try reader.read(UInt16.self)
-        let pack: UInt64 = try reader.read()
-        _ = try reader.read(Int64.self)
-        _ = try reader.read(UInt32.self)
-        try reader.verifyChecksum()
-        return pack
-    }
-
     /// The record's length for a body header of `headerSize` bytes and a body of `bodySize`.
     package static func length(headerSize: Int, bodySize: Int) -> Int { prefixSize + headerSize + bodySize }
 

@@ -76,7 +76,7 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
                 StoredHTTP.response(
                     StoredResponse(
                         status: 200, headers: ["ETag": "\"x\"", "Cache-Control": "max-age=60"], lifetime: 60_000,
-                        mustRevalidate: false, varyValues: ["accept": "text/html"])
+                        mustRevalidate: false, varyValues: ["accept": "text/html"], audience: .shared)
                 ).encoded(),
                 StoredHTTP.variants(VariantList(names: ["accept"], keys: ["a\naccept: x"])).encoded(),
             ]

@@ -136,7 +136,8 @@ extension SharedCache {
     ///
     /// - Stored bodies are pinned (held open and checked) before `If-None-Match` /
     ///   `If-Modified-Since` are sent, so a 304 is always answered with a body, even if another
-    ///   process evicts the entry meanwhile. A 304 freshens the entry for every process.
+    ///   process evicts the entry meanwhile. A 304 freshens the entry for every process of its
+    ///   kind (a private or a shared cache: each reuses only what its own kind stored).
     /// - One request per URL is in flight across all processes: a fetch that finds another
     ///   under way waits for it, then uses its result — a download, or a revalidation shared
     ///   by everyone who asked meanwhile — if it is fresh for its own request (RFC 9111 §4);

@@ -224,7 +224,9 @@ extension CacheEngine {
             if let etag = primary.metadata.etag { headers.append("ETag", etag) }
             if let lastModified = primary.metadata.lastModified { headers.append("Last-Modified", lastModified) }
             lookup.candidate = primary.candidate(
-                StoredResponse(status: 200, headers: headers, lifetime: 0, mustRevalidate: false, varyValues: [:]))
+                StoredResponse(
+                    status: 200, headers: headers, lifetime: 0, mustRevalidate: false, varyValues: [:],
+                    audience: audience))
         }
         return lookup
     }
@@ -243,7 +245,6 @@ extension CacheEngine {
         let now = Clock.nowMilliseconds()
         var held: CacheHit?
         guard let entry = try currentEntry(hash, memoryCopy: &held), !entry.isExpired(at: now) else { return nil }
-        accessesDue.append((hash, entry, now))
         let metadata: CacheEntry
         let pinned: (any PinnedBody)?
         if let held {
@@ -260,6 +261,7 @@ extension CacheEngine {
         // Stored by another audience's rules: not this cache's to reuse, not even for validators
         // (a 304 would serve its body).
         if case .response(let response) = stored, response.audience != audience { return nil }
+        accessesDue.append((hash, entry, now))
         return PinnedVersion(stored: stored, metadata: metadata) { response in
             StoredCandidate(
                 key: key, hash: hash, entry: entry, metadata: metadata, response: response, held: held, pinned: pinned,
@@ -283,8 +285,9 @@ extension CacheEngine {
         "proxy-authenticate", "proxy-authentication-info", "proxy-authorization",
     ]
 
-    /// Whom this cache's responses are for: as the directory's `config` says, and several users
-    /// in a directory a group shares (``Configuration/httpAudience``).
+    /// Whom this cache's responses are for (``Configuration/httpAudience``): several users if
+    /// this process asked, if the directory's `config` says so, or if a group shares it; once
+    /// several, for as long as it is open. Read it once for a decision made of several rules.
     var audience: HTTPAudience { configuration.httpAudience }
 
     /// The fields of `headers` a cache serving `audience` may keep (RFC 9111 §3.1): not the
@@ -379,6 +382,8 @@ extension CacheEngine {
         primaryKey: String, request: URLRequest, response: TransportResponse, requestTime: Int64,
         responseTime: Int64, heuristicCap: Int64?
     ) -> StoragePlan? {
+        // Read once: the process may turn shared meanwhile, and one set of rules decides all.
+        let audience = audience
         guard response.status != 206,
             Freshness.isStorable(status: response.status, headers: response.headers, for: audience),
             Freshness.allowsStoring(
@@ -408,7 +413,7 @@ extension CacheEngine {
                 status: response.status,
                 headers: Self.storableFields(Self.dated(response.headers, receivedAt: responseTime), for: audience),
                 lifetime: lifetime,
-                mustRevalidate: false, varyValues: Self.varyValues(names: names, request: request)),
+                mustRevalidate: false, varyValues: Self.varyValues(names: names, request: request), audience: audience),
             validators: response.headers,
             birth: Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: response.headers))
     }
@@ -467,15 +472,15 @@ extension CacheEngine {
 
     /// Stores `response` and `body` under `key` as a version born at `birth`: the entry's
     /// validators are those of `validators`, its flag says whether its `Cache-Control` forbids
-    /// reuse without revalidation, and it is kept as ``retention(birth:lifetime:now:)`` says.
+    /// reuse without revalidation (by the rules of `response.audience`, which decided to store
+    /// it), and it is kept as ``retention(birth:lifetime:now:)`` says.
     @discardableResult
     func storeResponse(
         key: String, body: ResponseBody, _ response: StoredResponse, validators: HTTPHeaders, birth: Int64
     ) throws -> StoredVersion {
         var response = response
         let directives = CacheControl(response.headers["Cache-Control"])
-        response.mustRevalidate = directives.forbidsStaleUse(for: audience)
-        response.audience = audience
+        response.mustRevalidate = directives.forbidsStaleUse(for: response.audience)
         var metadata = EntryMetadata(etag: validators["ETag"], lastModified: validators["Last-Modified"])
         metadata.attributes = StoredHTTP.response(response).encoded()
         let expiresAt = retention(birth: birth, lifetime: response.lifetime, now: Clock.nowMilliseconds())
@@ -555,6 +560,8 @@ extension CacheEngine {
         of candidate: StoredCandidate, by update: HTTPHeaders, answeringAuthorization authorized: Bool,
         requestTime: Int64, responseTime: Int64, heuristicCap: Int64?
     ) -> Revalidation {
+        // By the rules that stored it: it is stored again as that kind's.
+        let audience = candidate.response.audience
         let dated = Self.dated(update, receivedAt: responseTime)
         let combined = Self.merged(candidate.response.headers, dated)
         let merged = Self.withoutUnreusable(combined, for: audience)

@@ -44,6 +44,7 @@ extension CacheEngine {
         primaryKey: String, request: URLRequest, response: TransportResponse, requestTime: Int64,
         responseTime: Int64, heuristicCap: Int64?
     ) throws -> StoredOutcome? {
+        let audience = audience  // read once, as `storagePlan` does
         guard let part = PartialContent.Part(response, request: request, for: audience) else { return nil }
         if let complete = try entry(forKey: primaryKey) {
             switch StoredHTTP(complete.attributes) {
@@ -84,7 +85,9 @@ extension CacheEngine {
         let birth = Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: response.headers)
         try storeResponse(
             key: PartialContent.key(primaryKey), body: .data(body),
-            StoredResponse(status: 206, headers: headers, lifetime: lifetime, mustRevalidate: false, varyValues: [:]),
+            StoredResponse(
+                status: 206, headers: headers, lifetime: lifetime, mustRevalidate: false, varyValues: [:],
+                audience: audience),
             validators: headers, birth: birth)
         return StoredOutcome(lifetime: lifetime, birth: birth)
     }

@@ -114,7 +114,7 @@ struct StoredResponse: Equatable {
     var varyValues: HTTPHeaders
     /// Whose rules stored it: only a cache of the same audience reuses it (a shared cache must
     /// not serve what a private one kept for its user; a private one ignores `s-maxage`).
-    var audience: HTTPAudience = .private
+    var audience: HTTPAudience
 }
 
 /// The variants stored for one URL: the fields its responses vary on, and every variant key

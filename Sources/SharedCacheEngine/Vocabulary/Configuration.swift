@@ -6,7 +6,9 @@ import SharedCachePlatform
 /// ``sizeLimit``, ``entryLimit``, ``defaultExpiry``, ``packThreshold`` and ``httpAudience`` are
 /// *shared*: they are written to the directory's `config` file when the directory is created,
 /// and every process then uses the directory's values (``SharedCache/configuration`` shows
-/// them; `sharedcache config` changes them). The other settings are this process's own.
+/// them; `sharedcache config` changes them), but for one exception: a process that asks for
+/// ``HTTPAudience/shared`` is a shared cache whatever the directory says. The other settings
+/// are this process's own.
 public struct Configuration: Sendable, Hashable {
     /// Bytes of entry bodies the compactor keeps the directory under; 0 for no limit. Shared.
     public var sizeLimit: UInt64

@@ -183,6 +183,26 @@ struct ConformanceTests {
         #expect(try SharedCache(directory: path).configuration.httpAudience == .private)
     }
 
+    @Test("§5.2.2.7: a process that turns shared while a response streams in stores it by the rules that decided to")
+    func aResponseIsStoredByTheRulesThatDecidedToStoreIt() async throws {
+        let path = directory("switching")
+        let browser = try SharedCache(directory: path)
+        let body = Data("alice's ".utf8) + Data(repeating: UInt8(ascii: "a"), count: 2 << 20)
+        let headers: HTTPHeaders = [
+            "Cache-Control": "private, max-age=600", "Date": Self.date(), "Content-Length": "\(body.count)",
+        ]
+        let transport = InterruptedTransport(headers: headers, body: body) {
+            try SharedCache(directory: path).updateSharedLimits { $0.httpAudience = .shared }
+            try browser.reloadConfiguration()
+        }
+        _ = try await browser.fetch(request("/switching"), transport: transport)
+        #expect(browser.configuration.httpAudience == .shared)
+        let proxy = try SharedCache(directory: path, configuration: Configuration(httpAudience: .shared))
+        let other = ScriptedTransport([Self.response(200, ["Cache-Control": "max-age=600", "Date": Self.date()], "bob's")])
+        let served = try await proxy.fetch(request("/switching"), transport: other)
+        #expect(served.source == .downloaded && served.data == Data("bob's".utf8))
+    }
+
     // MARK: Heuristic freshness (RFC 9111 §4.2.2)
 
     @Test("§4.2.2: on by default, 10 % of the time since Last-Modified, capped; the option turns it off")

@@ -26,3 +26,29 @@ final class ScriptedTransport: HTTPTransport {
         return responses[index]
     }
 }
+
+/// Streams a 200's head and the first KiB of `body`, runs `meanwhile`, then sends the rest: a
+/// body over 1 MiB is stored only once it has all arrived, after the decision to store it.
+final class InterruptedTransport: HTTPTransport {
+    private let response: TransportResponse
+    private let meanwhile: @Sendable () throws -> Void
+
+    init(headers: HTTPHeaders, body: Data, meanwhile: @escaping @Sendable () throws -> Void) {
+        response = TransportResponse(status: 200, headers: headers, body: body)
+        self.meanwhile = meanwhile
+    }
+
+    func send(_ request: URLRequest) async throws -> TransportResponse { response }
+
+    func send(_ request: URLRequest, streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void)
+        async throws -> TransportResponse
+    {
+        var head = response
+        head.body = Data()
+        try receive(.head(head))
+        try receive(.body(response.body.prefix(1024)))
+        try meanwhile()
+        try receive(.body(response.body.dropFirst(1024)))
+        return head
+    }
+}
