@@ -171,6 +171,10 @@ struct ConformanceTests {
         let logged =
             origin.requests(to: "/h/private/p.txt", atLeast: 2) + origin.requests(to: "/h/smaxage/p.txt", atLeast: 2)
         #expect(logged.count == 4 && logged.allSatisfy { !$0.hasValidators }, "\(logged)")
+        // A 304 that adds a field stores a new version, which stays the proxy's kind.
+        try origin.write("/updated/p.txt", "body")
+        _ = try await proxy.fetch(request("/updated/p.txt"))
+        for _ in 0..<2 { #expect(try await proxy.fetch(request("/updated/p.txt")).source == .revalidated) }
         // The directory turns shared with no clear: what it holds for one user stays unreused.
         #expect(try await Tool.admin.run(["--dir", path, "config", "http-audience", "shared"]).status == 0)
         let later = try SharedCache(directory: path)
