@@ -288,7 +288,7 @@ extension CacheEngine {
     /// Whom this cache's responses are for (``Configuration/httpAudience``): several users if
     /// this process asked, if the directory's `config` says so, or if a group shares it; once
     /// several, for as long as it is open. Read it once for a decision made of several rules.
-    var audience: HTTPAudience { configuration.httpAudience }
+    var audience: HTTPAudience { httpAudience }
 
     /// The fields of `headers` a cache serving `audience` may keep (RFC 9111 §3.1): not the
     /// hop-by-hop ones nor a proxy's (``neverStored``), nor those `Connection` nominates, nor

@@ -17,6 +17,9 @@ package final class CacheEngine: Sendable {
     /// The configuration's default expiry, without copying the whole configuration (every put
     /// reads it).
     package var defaultExpiry: Duration? { settings.withLock { $0.defaultExpiry } }
+    /// The configuration's HTTP audience, without copying the whole configuration (every
+    /// fetch's lookup reads it).
+    package var httpAudience: HTTPAudience { settings.withLock { $0.httpAudience } }
     private let settings: Locked<Configuration>
     // What every get reads, fixed when the cache is opened (a reload changes only the shared
     // limits): plain constants, not a locked copy of the whole configuration.
