@@ -207,6 +207,26 @@ struct ConformanceTests {
         #expect(served.source == .downloaded && served.data == Data("bob's".utf8))
     }
 
+    @Test("§5.2.2.10: a process that turns shared while a 304 is out updates the response by the rules that stored it")
+    func aResponseIsRevalidatedByTheRulesThatStoredIt() async throws {
+        let path = directory("revalidating")
+        let browser = try SharedCache(directory: path)
+        let fields: HTTPHeaders = ["Cache-Control": "max-age=0, s-maxage=600", "ETag": "\"v1\"", "Date": Self.date()]
+        let transport = ScriptedTransport([Self.response(200, fields, "kept"), Self.response(304, fields)]) { number in
+            guard number == 1 else { return }
+            try SharedCache(directory: path).updateSharedLimits { $0.httpAudience = .shared }
+            try browser.reloadConfiguration()
+        }
+        _ = try await browser.fetch(request("/revalidating"), transport: transport)
+        #expect(try await browser.fetch(request("/revalidating"), transport: transport).source == .revalidated)
+        #expect(browser.configuration.httpAudience == .shared && transport.requests == 2)
+        // A private cache stored it and ignores `s-maxage`: the 304 left it stale for the next one.
+        try SharedCache(directory: path).updateSharedLimits { $0.httpAudience = .private }
+        let next = ScriptedTransport([Self.response(304, fields)])
+        let served = try await SharedCache(directory: path).fetch(request("/revalidating"), transport: next)
+        #expect(served.source == .revalidated && served.data == Data("kept".utf8) && next.requests == 1)
+    }
+
     // MARK: Heuristic freshness (RFC 9111 §4.2.2)
 
     @Test("§4.2.2: on by default, 10 % of the time since Last-Modified, capped; the option turns it off")

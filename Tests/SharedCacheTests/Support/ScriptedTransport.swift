@@ -6,24 +6,29 @@ import SharedCachePlatform
 import FoundationNetworking
 #endif
 
-/// Answers each request with the next of `responses`, and the last one once they run out.
+/// Answers each request with the next of `responses`, and the last one once they run out;
+/// `beforeAnswering` runs first, given the request's number (from 0), for a test to change
+/// something while the request is out.
 final class ScriptedTransport: HTTPTransport {
     private let responses: [TransportResponse]
+    private let beforeAnswering: @Sendable (Int) throws -> Void
     private let sent = Locked(0)
 
-    init(_ responses: [TransportResponse]) {
+    init(_ responses: [TransportResponse], beforeAnswering: @escaping @Sendable (Int) throws -> Void = { _ in }) {
         self.responses = responses
+        self.beforeAnswering = beforeAnswering
     }
 
     /// How many requests were sent so far.
     var requests: Int { sent.withLock { $0 } }
 
     func send(_ request: URLRequest) async throws -> TransportResponse {
-        let index = sent.withLock { sent in
+        let number = sent.withLock { sent in
             defer { sent += 1 }
-            return min(sent, responses.count - 1)
+            return sent
         }
-        return responses[index]
+        try beforeAnswering(number)
+        return responses[min(number, responses.count - 1)]
     }
 }
 
