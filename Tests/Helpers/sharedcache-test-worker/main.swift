@@ -66,11 +66,14 @@
 //       limited: first limits its address space (RLIMIT_AS) to what it uses now and 1 GiB more.
 //       Puts 3 entries of 1000 bytes, reads them back, and prints the bytes its pack segment
 //       takes in the address space (/proc/self/maps) and the segment's size: "mapped=N size=N".
-//   sharedcache-test-worker blocked-read DIR
+//   sharedcache-test-worker blocked-read DIR new-thread|after-handler
 //       puts 32 entries of 1000 bytes and reads them back (five times, so that the reads
 //       that follow would copy from the mapping), cuts their pack segment short after
-//       the first, and reads the last on a new thread that blocks SIGBUS before its first
-//       read (a thread's mask is asked at its first copy): exits 0 on a miss, 1 on a hit.
+//       the first, and reads the last with SIGBUS blocked: new-thread, on a new thread that
+//       blocks it before its first read (a thread's mask is asked at its first copy);
+//       after-handler, on this thread, once a SIGBUS sent to it has gone through the cache's
+//       handler to one installed before the cache, which leaves SIGBUS blocked (as a handler
+//       that leaves by longjmp does). Exits 0 on a miss, 1 on a hit.
 //   sharedcache-test-worker verify DIR KEYS
 //       reads every key; exits 0 and prints "entries=N damaged=N" if every body is one the
 //       generator makes (damaged counts indexed entries whose blob was missing or failed a check).
@@ -86,6 +89,10 @@ import SharedCachePlatform
 import SharedCacheTestSupport
 #if canImport(FoundationNetworking)
 import FoundationNetworking
+#endif
+#if canImport(CDispatch)
+// The fields of `ucontext_t`: Glibc's module leaves <sys/ucontext.h> out, Dispatch's includes it.
+import CDispatch
 #endif
 
 func body(key: String, writer: Int, version: Int, size: Int) -> Data {
@@ -183,6 +190,13 @@ enum BusErrorWorker {
                 BusErrorWorker.entries += 1
                 if BusErrorWorker.entries > 1 { _exit(43) }
                 _ = BusErrorWorker.touchPastTheEnd()
+            }
+        case "blocking-handler":
+            // Returns with SIGBUS added to the mask the thread goes back to.
+            action.sa_flags = SA_SIGINFO
+            action.__sigaction_handler.sa_sigaction = { _, _, context in
+                guard let context = context?.assumingMemoryBound(to: ucontext_t.self) else { return }
+                sigaddset(&context.pointee.uc_sigmask, SIGBUS)
             }
         case "resethand-handler":
             action.sa_flags = Int32(bitPattern: UInt32(SA_RESETHAND))
@@ -655,6 +669,9 @@ do {
         withExtendedLifetime(cache) {}
 
     case "blocked-read":
+        let afterHandler = arguments[3] == "after-handler"
+        // Installed before the cache's, so that the cache passes what is not its own on to it.
+        if afterHandler { BusErrorWorker.setDisposition("blocking-handler") }
         let cache = try SharedCache(directory: directory, configuration: Configuration(memoryCostLimit: 0))
         let keys = (0..<32).map { "k\($0)" }
         for key in keys { try cache.put(key: key, data: Data(repeating: 7, count: 1000)) }
@@ -668,6 +685,13 @@ do {
         }
         let cut = off_t(first.location.position) + off_t(first.location.length)
         guard truncate("\(directory)/packs/\(packs[0])", cut) == 0 else { fail("could not cut the segment short") }
+        if afterHandler {
+            pthread_kill(pthread_self(), SIGBUS)
+            var current = sigset_t()
+            pthread_sigmask(SIG_BLOCK, nil, &current)
+            guard sigismember(&current, SIGBUS) == 1 else { fail("the handler left SIGBUS unblocked") }
+            exit(try cache.get(key: keys[31]) != nil ? 1 : 0)
+        }
         // Read on the thread, exit here: an exit from another thread would leave this one's
         // frames unscanned, and LeakSanitizer would call what they hold leaked.
         let read = Locked<Result<Bool, SharedCacheError>?>(nil)
