@@ -1,5 +1,6 @@
 import Foundation
 import SharedCache
+import SharedCacheCLI
 
 /// `--role loop DIR get|put KEYS COUNT [default]`: the benchmark's 1 KB operations in a loop of
 /// their own, for a profiler (`perf record`, `strace -c`): KEYS entries (stored first, for gets),
@@ -33,5 +34,25 @@ func runProfileLoop(_ arguments: [String]) throws -> Never {
     }
     let elapsed = DispatchTime.now().uptimeNanoseconds - start
     print(String(format: "%@: %.0f ns per operation over %d", operation, Double(elapsed) / Double(count), count))
+    exit(0)
+}
+
+/// `--role http-loop DIR revalidated|bare COUNT`: against nginx on loopback, COUNT revalidated
+/// fetches of a 1 KB file, or as many of URLSession's own conditional GETs of it, answered 304,
+/// for a profiler (`perf record`, `strace -f -c`). Prints the p50 and p99.
+func runHTTPProfileLoop(_ arguments: [String]) throws -> Never {
+    let (directory, kind, count) = (arguments[0], arguments[1], Int(arguments[2])!)
+    guard let fixture = try HTTPBenchFixture(in: directory) else { fatalError("nginx is not installed") }
+    let samples = try runBlocking {
+        var samples: [UInt64] = []
+        for _ in 0..<count {
+            let start = DispatchTime.now().uptimeNanoseconds
+            if kind == "bare" { try await fixture.bareConditional() } else { try await fixture.revalidatedFetch() }
+            samples.append(DispatchTime.now().uptimeNanoseconds - start)
+        }
+        return samples
+    }
+    let measured = summarize(kind, samples)
+    print(String(format: "%@: p50 %.1f µs, p99 %.1f µs over %d requests", kind, measured.p50Microseconds, measured.p99Microseconds, count))
     exit(0)
 }

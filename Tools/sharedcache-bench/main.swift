@@ -3,6 +3,7 @@
 //   swift run -c release sharedcache-bench [--quick] [--compaction-only | --http-only | --mixed-only | --operations-only]
 //       [--floors FLOORS] [--peer PYTHON] [--dir DIR] [--json FILE]
 //   swift run -c release sharedcache-bench --role loop DIR get|put KEYS COUNT   (for a profiler)
+//   swift run -c release sharedcache-bench --role http-loop DIR revalidated|bare COUNT
 //
 // The per-operation rows set each get and put next to the cost of the operation itself, whatever
 // the design: the floors of Tools/bench/floors.c (FLOORS, built by Tools/bench/run), in C, in a
@@ -42,6 +43,7 @@ if CommandLine.arguments.count >= 3, CommandLine.arguments[1] == "--role" {
     case "scale": try runScale(arguments)
     case "instructions": try runInstructions(arguments)
     case "loop": try runProfileLoop(arguments)
+    case "http-loop": try runHTTPProfileLoop(arguments)
     #if os(Linux)
     case "inotify-reader": runInotifyReader(file: arguments[0])
     #endif
