@@ -48,12 +48,15 @@ struct HTTPBenchFixture: Sendable {
     init?(in root: String) throws {
         let body = Data((0..<1024).map { UInt8(truncatingIfNeeded: $0) })
         guard
-            let origin = try LoopbackOrigin(root: "\(root)/origin", locations: "location /fresh/ { expires 1h; }", populate: { www in
-                for folder in ["plain", "fresh"] {
-                    try FileManager.default.createDirectory(atPath: "\(www)/\(folder)", withIntermediateDirectories: true)
-                    try body.write(to: URL(fileURLWithPath: "\(www)/\(folder)/1k.bin"))
-                }
-            })
+            let origin = try LoopbackOrigin(
+                root: "\(root)/origin", locations: "location /fresh/ { expires 1h; }",
+                populate: { www in
+                    for folder in ["plain", "fresh"] {
+                        try FileManager.default.createDirectory(
+                            atPath: "\(www)/\(folder)", withIntermediateDirectories: true)
+                        try body.write(to: URL(fileURLWithPath: "\(www)/\(folder)/1k.bin"))
+                    }
+                })
         else { return nil }
         self.origin = origin
         cache = try SharedCache(directory: "\(root)/cache")
