@@ -138,10 +138,11 @@ struct HTTPExchange: Sendable {
             status.detail = "stale-while-revalidate"
             return answer(from: candidate, body: body, source: .stale, headOnly: headOnly, status: status)
         }
-        // A HEAD the cache cannot answer goes through, and may freshen the stored GET (§4.3.5);
-        // a request that forbids storing just passes through.
-        if headOnly { return try await head(validating: lookup.candidate) }
+        // A request that forbids storing just passes through, a HEAD too: it may not freshen
+        // the stored GET (§5.2.1.5). Any other HEAD the cache cannot answer goes through, and
+        // may freshen the stored GET (§4.3.5).
         if directives.noStore { return try await passThrough(.request) }
+        if headOnly { return try await head(validating: lookup.candidate) }
 
         #if DEBUG
         // Tests widen the window between the lookup and the lock, as a descheduled process would.

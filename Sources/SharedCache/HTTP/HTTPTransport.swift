@@ -91,7 +91,13 @@ public struct URLSessionTransport: HTTPTransport {
     }
 
     /// An ephemeral session with no `URLCache`, so it neither answers from nor stores into a
-    /// cache of its own, and passes `304` responses through.
+    /// cache of its own, and passes `304` responses through; and with no cookie jar, so a request
+    /// goes out with the fields it was given and no others.
+    ///
+    /// A jar would add the cookies of earlier responses to later requests behind the cache's
+    /// back: `Vary: Cookie` would be matched against a request other than the one sent (RFC
+    /// 9111 §4.1), and in a shared cache one user's cookies would go out on every other user's
+    /// requests. To send cookies, set `Cookie` on the request.
     public static let uncachedSession = makeUncachedSession(followingRedirects: true)
 
     /// ``uncachedSession``, but handing each redirect back instead of following it.
@@ -101,6 +107,9 @@ public struct URLSessionTransport: HTTPTransport {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        configuration.httpCookieAcceptPolicy = .never
         let delegate = StreamingDelegate(followsRedirects: followingRedirects)
         return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }
@@ -165,13 +174,57 @@ public struct URLSessionTransport: HTTPTransport {
 }
 
 extension TransportResponse {
-    /// A response as URLSession reports it.
+    /// A response as URLSession reports it. Foundation keeps fields in a dictionary and joins
+    /// repeated ones with ", ": `Set-Cookie` fields, which cannot be joined (RFC 9110 §5.3), are
+    /// taken apart again.
     init(_ http: HTTPURLResponse, body: Data) {
         var headers = HTTPHeaders()
         for (name, value) in http.allHeaderFields {
-            headers.append("\(name)", "\(value)")
+            let (name, value) = ("\(name)", "\(value)")
+            if name.caseInsensitiveEquals("Set-Cookie") {
+                for cookie in Self.setCookieFields(joined: value) { headers.append(name, cookie) }
+            } else {
+                headers.append(name, value)
+            }
         }
         self.init(status: http.statusCode, headers: headers, body: body, url: http.url)
+    }
+
+    /// `Set-Cookie` fields joined with commas, apart again. A comma ends a field where a cookie's
+    /// name and `=` follow it; no cookie's value holds a comma (RFC 6265 §4.1.1), and the comma
+    /// of an `Expires` date is followed by the day of the month.
+    static func setCookieFields(joined: String) -> [String] {
+        let bytes = Array(joined.utf8)
+        var fields: [String] = []
+        var start = 0
+        for index in bytes.indices where bytes[index] == UInt8(ascii: ",") && startsCookie(bytes, at: index + 1) {
+            fields.append(String(decoding: bytes[start..<index], as: UTF8.self).trimmingSpaces())
+            start = index + 1
+        }
+        fields.append(String(decoding: bytes[start...], as: UTF8.self).trimmingSpaces())
+        return fields.filter { !$0.isEmpty }
+    }
+
+    /// Whether a cookie's name (a token, RFC 9110 §5.6.2) and `=` start at `position`, after
+    /// spaces.
+    private static func startsCookie(_ bytes: [UInt8], at position: Int) -> Bool {
+        var index = position
+        while index < bytes.count, bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: "\t") {
+            index += 1
+        }
+        let name = index
+        while index < bytes.count, isTokenCharacter(bytes[index]) { index += 1 }
+        return index > name && index < bytes.count && bytes[index] == UInt8(ascii: "=")
+    }
+
+    private static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "A")...UInt8(ascii: "Z"):
+            return true
+        default:
+            return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+        }
     }
 
     /// Hands a response received whole on as its head and one piece of body; returns the head.

@@ -111,7 +111,11 @@ enum IdentityConnection {
                 coding.split(separator: ",").last?.trimmingSpaces().lowercased() == "chunked"
             {
                 body = try dechunk(body)
-            } else if let length = headers["Content-Length"].flatMap({ Int($0.trimmingSpaces()) }), length <= body.count {
+            } else if let length = headers["Content-Length"].flatMap({ Int($0.trimmingSpaces()) }) {
+                // Shorter than it says: the connection closed early, and the response is
+                // incomplete (RFC 9112 §8), which a cache never stores or serves as whole (RFC
+                // 9111 §3.3).
+                guard length <= body.count else { throw URLError(.networkConnectionLost) }
                 body = Array(body[0..<length])
             }
             return TransportResponse(status: status, headers: headers, body: Data(body), url: url)

@@ -549,6 +549,17 @@ struct ConformanceTests {
         #expect(origin.requests(atLeast: 2).map(\.method) == ["GET", "HEAD"])
     }
 
+    @Test("§5.2.1.5: a HEAD whose request says no-store passes through, and freshens nothing stored")
+    func aHeadWithNoStoreFreshensNothing() async throws {
+        try origin.write("/h/head/n.txt", "head body")
+        _ = try await fetch("/h/head/n.txt")
+        let head = try await fetch("/h/head/n.txt", [("Cache-Control", "no-store")], method: "HEAD")
+        #expect(head.status == 200 && head.headers["X-From-Head"] == "yes")
+        let after = try await fetch("/h/head/n.txt")
+        #expect(after.source == .revalidated && after.headers["X-From-Head"] == nil)
+        #expect(origin.requests(atLeast: 3).map(\.method) == ["GET", "HEAD", "GET"])
+    }
+
     @Test("§4.3.4: a 304 updates the stored fields, validators included")
     func aNotModifiedUpdatesHeadersAndValidators() async throws {
         _ = try await fetch("/h/newtag")

@@ -425,6 +425,22 @@ struct HTTPRulesTests {
         let sized = try IdentityConnection.parse(
             Data("HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\n\r\nabcdef".utf8), method: "GET", url: url)
         #expect(sized.status == 404 && sized.body == Data("abc".utf8))
+        // RFC 9112 §8: fewer bytes than Content-Length is an incomplete response, never a whole one.
+        #expect(throws: URLError.self) {
+            try IdentityConnection.parse(
+                Data("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nten bytes!".utf8), method: "GET", url: url)
+        }
         #expect(throws: URLError.self) { try IdentityConnection.parse(Data("garbage".utf8), method: "GET", url: url) }
+    }
+
+    @Test("RFC 9110 §5.3, RFC 6265 §4.1.1: Set-Cookie fields joined with commas come apart at each cookie's name")
+    func joinedSetCookieFields() {
+        #expect(
+            TransportResponse.setCookieFields(joined: "a=1; Expires=Wed, 21 Oct 2037 07:28:00 GMT; Path=/, b=2,c=3; Max-Age=60")
+                == ["a=1; Expires=Wed, 21 Oct 2037 07:28:00 GMT; Path=/", "b=2", "c=3; Max-Age=60"])
+        #expect(TransportResponse.setCookieFields(joined: "only=1; Expires=Thu, 01 Jan 2099 00:00:00 GMT") == [
+            "only=1; Expires=Thu, 01 Jan 2099 00:00:00 GMT"
+        ])
+        #expect(TransportResponse.setCookieFields(joined: "") == [])
     }
 }

@@ -179,6 +179,27 @@ extension ConformanceTests {
         }
     }
 
+    @Test("RFC 9110 §5.3: Set-Cookie fields URLSession joined into one are stored and served apart")
+    func setCookieFieldsFromTheNetworkStayApart() async throws {
+        try origin.write("/h/setcookie/apart.txt", "sets two cookies")
+        let (first, second) = (try await fetch("/h/setcookie/apart.txt"), try await fetch("/h/setcookie/apart.txt"))
+        #expect(second.source == .fresh)
+        for answer in [first, second] {
+            #expect(answer.headers.values("Set-Cookie") == ["a=1; Expires=Wed, 21 Oct 2037 07:28:00 GMT; Path=/", "b=2"])
+        }
+    }
+
+    @Test("RFC 9111 §4.1, §3.5: the default transport keeps no cookie jar, so a request goes out with its own fields only")
+    func theDefaultTransportSendsOnlyTheCookiesItIsGiven() async throws {
+        try origin.write("/h/setcookie/jar.txt", "sets two cookies")
+        for path in ["/fresh/after-jar.txt", "/fresh/given.txt"] { try origin.write(path, "body") }
+        _ = try await fetch("/h/setcookie/jar.txt")
+        _ = try await fetch("/fresh/after-jar.txt")
+        _ = try await fetch("/fresh/given.txt", [("Cookie", "mine=1")])
+        #expect(origin.requests(to: "/fresh/after-jar.txt", atLeast: 1).map(\.cookie) == [nil])
+        #expect(origin.requests(to: "/fresh/given.txt", atLeast: 1).map(\.cookie) == ["mine=1"])
+    }
+
     @Test("RFC 9111 §5.2.2.4: a field no-cache names is served with the 304 that brought it, never from storage")
     func aFieldNamedByNoCacheComesWithItsRevalidation() async throws {
         func response(_ status: Int, cookie: String, _ body: String) -> TransportResponse {

@@ -2,7 +2,7 @@ import Foundation
 import SharedCacheTestSupport
 
 /// A real nginx on loopback, serving files a test writes and logging what each request carried
-/// (`If-None-Match`, `If-Modified-Since`, `Accept-Language`), its status, and when (`$msec`).
+/// (`If-None-Match`, `If-Modified-Since`, `Accept-Language`, `Cookie`), its status, and when (`$msec`).
 ///
 /// Started through ``LoopbackOrigin`` (as the benchmark's and the stress run's origins are),
 /// with a log format of its own. Locations: `/plain/` adds `Cache-Control: max-age=0` (stale at
@@ -24,6 +24,7 @@ final class Origin {
         var ifNoneMatch: String?
         var ifModifiedSince: String?
         var acceptLanguage: String?
+        var cookie: String?
         /// When nginx logged it, just after answering: seconds since the epoch, to the millisecond.
         var time: Double
 
@@ -48,7 +49,7 @@ final class Origin {
         }
         let logs = directory("access.log")
         let http = """
-            log_format probe escape=none '$request_method|$uri|$status|$http_if_none_match|$http_if_modified_since|$http_accept_language|$msec';
+            log_format probe escape=none '$request_method|$uri|$status|$http_if_none_match|$http_if_modified_since|$http_accept_language|$msec|$http_cookie';
             access_log \(logs) probe;
             default_type text/plain;
             map $http_accept_language $language { default en; ~^fr fr; }
@@ -103,6 +104,9 @@ final class Origin {
             add_header X-Kept kept;
         }
         location /h/nocachefield/ { add_header Cache-Control 'max-age=3600, no-cache="X-Secret"'; add_header X-Secret s; }
+        location /h/setcookie/ {
+            expires 1h; add_header Set-Cookie "a=1; Expires=Wed, 21 Oct 2037 07:28:00 GMT; Path=/"; add_header Set-Cookie "b=2";
+        }
         location /h/private/ { add_header Cache-Control 'private, max-age=3600'; }
         location /h/privatefield/ { add_header Cache-Control 'private="X-Mine", max-age=3600'; add_header X-Mine m; }
         location /h/smaxage/ { add_header Cache-Control 'max-age=0, s-maxage=3600'; }
@@ -178,7 +182,7 @@ final class Origin {
     static let ruleFolders = [
         "gmt", "utc", "nocomma", "dashes", "onedigit", "spaces", "rfc850past", "rfc850future", "asctime", "agelist",
         "ageinvalid", "hop", "nocachefield", "private", "privatefield", "smaxage", "coding", "swr", "sie",
-        "mustrevalidate", "immutable", "head", "weak", "noetag", "proxyauth", "gmtcase", "redirected",
+        "mustrevalidate", "immutable", "head", "weak", "noetag", "proxyauth", "gmtcase", "redirected", "setcookie",
     ].map { "h/\($0)" }
 
     func url(_ path: String) -> URL { URL(string: server.url + path)! }
@@ -200,11 +204,11 @@ final class Origin {
         let text = (try? String(contentsOfFile: directory("access.log"), encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
-            guard fields.count == 7, let status = Int(fields[2]), let time = Double(fields[6]) else { return nil }
+            guard fields.count == 8, let status = Int(fields[2]), let time = Double(fields[6]) else { return nil }
             func value(_ field: String) -> String? { field == "-" || field.isEmpty ? nil : field }
             return LoggedRequest(
                 method: fields[0], path: fields[1], status: status, ifNoneMatch: value(fields[3]),
-                ifModifiedSince: value(fields[4]), acceptLanguage: value(fields[5]), time: time)
+                ifModifiedSince: value(fields[4]), acceptLanguage: value(fields[5]), cookie: value(fields[7]), time: time)
         }
     }
 
