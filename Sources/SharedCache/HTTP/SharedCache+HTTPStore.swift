@@ -170,21 +170,53 @@ extension CacheEngine {
     /// The request's values of the fields named (lowercase), normalised as RFC 9111 §4.1
     /// allows; a field the request lacks is left out, as it matches only a request that lacks
     /// it too, never one that sends it empty (§4.1). Several fields of a name are combined into
-    /// one list (URLRequest does that), each
-    /// member's surrounding whitespace removed and inner whitespace runs made one space, members
-    /// joined by ", ", and the values of ``caseInsensitiveValues`` lowercased. So `en,fr`,
-    /// `EN , fr` and two fields `en` and `fr` select one variant; `fr, en` does not (order is a
-    /// preference).
+    /// one list (URLRequest does that), its members (``listMembers(_:)``) joined by ", ", and the
+    /// values of ``caseInsensitiveValues`` lowercased. So `en,fr`, `EN , fr` and two fields `en`
+    /// and `fr` select one variant; `fr, en` does not (order is a preference), nor `"a,b"` and
+    /// `"a, b"` (a quoted string's commas and spaces are its own).
     static func varyValues(names: [String], request: URLRequest) -> HTTPHeaders {
         HTTPHeaders(
             names.compactMap { name in
                 guard let value = request.value(forHTTPHeaderField: name) else { return nil }
-                let members = value.split(separator: ",", omittingEmptySubsequences: false).map { member in
-                    member.split(whereSeparator: { $0 == " " || $0 == "\t" }).joined(separator: " ")
-                }
-                let list = members.filter { !$0.isEmpty }.joined(separator: ", ")
+                let list = listMembers(value).joined(separator: ", ")
                 return (name, caseInsensitiveValues.contains(name) ? list.lowercased() : list)
             })
+    }
+
+    /// The members of a list's value (RFC 9110 §5.6.1), empty ones left out, each without the
+    /// whitespace around it and with each run of whitespace in it made one space, but inside a
+    /// quoted string (§5.6.4), whose commas and spaces are the field's own.
+    static func listMembers(_ value: String) -> [String] {
+        var members: [String] = []
+        var member = ""
+        var (quoted, escaped, spaced) = (false, false, false)
+        for character in value {
+            if quoted {
+                member.append(character)
+                if escaped {
+                    escaped = false
+                } else if character == "\\" {
+                    escaped = true
+                } else if character == "\"" {
+                    quoted = false
+                }
+                continue
+            }
+            switch character {
+            case ",":
+                members.append(member)
+                (member, spaced) = ("", false)
+            case " ", "\t":
+                spaced = !member.isEmpty
+            default:
+                if spaced { member.append(" ") }
+                spaced = false
+                quoted = character == "\""
+                member.append(character)
+            }
+        }
+        members.append(member)
+        return members.filter { !$0.isEmpty }
     }
 
     /// Request fields whose values mean the same in any case: language ranges (RFC 4647 §2),

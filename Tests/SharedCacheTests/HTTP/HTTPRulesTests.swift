@@ -313,6 +313,11 @@ struct HTTPRulesTests {
         #expect(  // a field the cache does not know keeps its case
             CacheEngine.varyValues(names: ["x-token"], request: tokens)
                 != CacheEngine.varyValues(names: ["x-token"], request: lowercased))
+        // Whitespace around members and runs of it inside one are the list's; inside a quoted
+        // string, commas and whitespace are the value's own.
+        #expect(CacheEngine.listMembers(" a ,,  b   c\t, ") == ["a", "b c"])
+        #expect(CacheEngine.listMembers(#""a,b", "x  y", "q\"," , z"#) == [#""a,b""#, #""x  y""#, #""q\",""#, "z"])
+        #expect(CacheEngine.listMembers(#"en;  q=0.5"#) == ["en; q=0.5"])
     }
 
     @Test("RFC 9110 §14: byte ranges of a stored response")
