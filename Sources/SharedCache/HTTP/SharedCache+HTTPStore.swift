@@ -473,8 +473,9 @@ extension CacheEngine {
     }
 
     /// Stores a response as `plan` says, its body first: once it is stored, whatever it makes
-    /// unreachable goes (the URL's parts, variants of a URL that no longer varies), and the URL's
-    /// variant list names it. A body that fails to arrive stores nothing and removes nothing.
+    /// unreachable goes (the URL's parts, variants of a URL that no longer varies or varies by
+    /// other fields), and the URL's variant list names it. A body that fails to arrive stores
+    /// nothing and removes nothing.
     func store(_ plan: StoragePlan, body: ResponseBody) throws -> StoredOutcome {
         let version = try storeResponse(
             key: plan.key, body: body, plan.response, validators: plan.validators, birth: plan.birth)
@@ -483,15 +484,17 @@ extension CacheEngine {
         // most recent response is the one to use).
         try removeParts(of: plan.primaryKey)
         let existing = try variantList(plan.primaryKey)
-        if plan.varyNames.isEmpty {
-            // The URL no longer varies: its variants are unreachable now.
-            for key in existing?.keys ?? [] {
+        // The URL no longer varies, or varies by other fields: the variants the old ones
+        // selected are unreachable now, and must stay so should those fields come back, as
+        // this response is more recent than any of them (RFC 9111 §4).
+        if let existing, existing.names != plan.varyNames {
+            for key in existing.keys where key != plan.key {
                 try remove(KeyHash(key: key), key: Array(key.utf8), reason: .superseded, at: nil)
             }
-            return outcome
         }
-        var list = existing ?? VariantList(names: plan.varyNames, keys: [])
-        list.names = plan.varyNames
+        if plan.varyNames.isEmpty { return outcome }
+        var list =
+            existing.flatMap { $0.names == plan.varyNames ? $0 : nil } ?? VariantList(names: plan.varyNames, keys: [])
         if !list.keys.contains(plan.key) { list.keys.append(plan.key) }
         if list != existing {
             var marker = EntryMetadata()

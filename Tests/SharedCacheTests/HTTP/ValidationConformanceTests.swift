@@ -206,6 +206,25 @@ extension ConformanceTests {
         #expect(without.source == .fresh && without.data == Data("without".utf8))
     }
 
+    @Test("RFC 9111 §4, §4.1: a URL that varies by other fields drops the variants the old ones selected, for good")
+    func variantsOfFormerVaryFieldsNeverComeBack() async throws {
+        func response(varyingBy field: String, _ body: String) -> TransportResponse {
+            TransportResponse(
+                status: 200, headers: ["Cache-Control": "max-age=3600", "Vary": field], body: Data(body.utf8))
+        }
+        let transport = ScriptedTransport([
+            response(varyingBy: "Accept-Language", "first"), response(varyingBy: "X-Other", "second"),
+            response(varyingBy: "Accept-Language", "third"), response(varyingBy: "Accept-Language", "fourth"),
+        ])
+        let refresh = FetchOptions(forceRefresh: true)
+        _ = try await fetch("/vary-changes", [("Accept-Language", "en")], transport: transport)
+        _ = try await fetch("/vary-changes", [("Accept-Language", "en")], options: refresh, transport: transport)
+        _ = try await fetch("/vary-changes", [("Accept-Language", "fr")], options: refresh, transport: transport)
+        // "second" is the most recent response for this request, and no longer stored: never "first".
+        let english = try await fetch("/vary-changes", [("Accept-Language", "en")], transport: transport)
+        #expect(english.source == .downloaded && english.data == Data("fourth".utf8) && transport.requests == 4)
+    }
+
     /// RFC 5861 §4: an error is a 500, 502, 503 or 504, or no answer; a 501 is the origin's
     /// answer, and no directive allows a stale response in its place (RFC 9111 §4.2.4).
     @Test("RFC 5861 §4: stale-if-error answers a 502, never a 501")
