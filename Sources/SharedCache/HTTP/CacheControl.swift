@@ -42,7 +42,7 @@ struct CacheControl: Sendable, Equatable {
     /// Parses every `Cache-Control` value of a message (`nil` when it has none).
     init(_ value: String?) {
         guard let value else { return }
-        for directive in Self.split(value) {
+        for directive in FieldList.members(value) {
             let parts = directive.trimmingSpaces().split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             // `token [ "=" ( token / quoted-string ) ]` (§5.2): no space around the "=", so
             // `max-age =60` or `max-age= 60` is no directive at all, and is ignored.
@@ -115,32 +115,6 @@ struct CacheControl: Sendable, Equatable {
             return 0
         }
         return Int64(text).map { min($0, 1 << 31) } ?? 1 << 31
-    }
-
-    /// Splits on commas outside quoted strings (`no-cache="a, b"` is one directive). Inside one,
-    /// a backslash escapes the next character (RFC 9110 §5.6.4: `quoted-pair`), so `\"` does not
-    /// end it, and `x="\", max-age=60"` is one directive, not a `max-age`.
-    private static func split(_ value: String) -> [Substring] {
-        var directives: [Substring] = []
-        var start = value.startIndex
-        var quoted = false
-        var escaped = false
-        for index in value.indices {
-            if escaped {
-                escaped = false
-                continue
-            }
-            switch value[index] {
-            case "\\" where quoted: escaped = true
-            case "\"": quoted.toggle()
-            case "," where !quoted:
-                directives.append(value[start..<index])
-                start = value.index(after: index)
-            default: break
-            }
-        }
-        directives.append(value[start...])
-        return directives.filter { !$0.trimmingSpaces().isEmpty }
     }
 
     /// A directive's argument: a token as it is, a quoted string without its quotes and with

@@ -112,9 +112,10 @@ enum IdentityConnection {
             {
                 body = try dechunk(body)
             } else if let length = headers["Content-Length"].flatMap({ Int($0.trimmingSpaces()) }) {
-                // Shorter than it says: the connection closed early, and the response is
-                // incomplete (RFC 9112 §8), which a cache never stores or serves as whole (RFC
-                // 9111 §3.3).
+                // A negative length is no length (RFC 9112 §6.3). Shorter than it says: the
+                // connection closed early, and the response is incomplete (RFC 9112 §8), which a
+                // cache never stores or serves as whole (RFC 9111 §3.3).
+                guard length >= 0 else { throw URLError(.badServerResponse) }
                 guard length <= body.count else { throw URLError(.networkConnectionLost) }
                 body = Array(body[0..<length])
             }

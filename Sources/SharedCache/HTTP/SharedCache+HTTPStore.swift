@@ -170,7 +170,8 @@ extension CacheEngine {
     /// The request's values of the fields named (lowercase), normalised as RFC 9111 §4.1
     /// allows; a field the request lacks is left out, as it matches only a request that lacks
     /// it too, never one that sends it empty (§4.1). Several fields of a name are combined into
-    /// one list (URLRequest does that), its members (``listMembers(_:)``) joined by ", ", and the
+    /// one list (URLRequest does that), its members (``FieldList``) with their whitespace
+    /// normalised outside quoted strings and joined by ", ", and the
     /// values of ``caseInsensitiveValues`` lowercased. So `en,fr`, `EN , fr` and two fields `en`
     /// and `fr` select one variant; `fr, en` does not (order is a preference), nor `"a,b"` and
     /// `"a, b"` (a quoted string's commas and spaces are its own).
@@ -178,45 +179,9 @@ extension CacheEngine {
         HTTPHeaders(
             names.compactMap { name in
                 guard let value = request.value(forHTTPHeaderField: name) else { return nil }
-                let list = listMembers(value).joined(separator: ", ")
+                let list = FieldList.members(value).map(FieldList.normalisingWhitespace).joined(separator: ", ")
                 return (name, caseInsensitiveValues.contains(name) ? list.lowercased() : list)
             })
-    }
-
-    /// The members of a list's value (RFC 9110 §5.6.1), empty ones left out, each without the
-    /// whitespace around it and with each run of whitespace in it made one space, but inside a
-    /// quoted string (§5.6.4), whose commas and spaces are the field's own.
-    static func listMembers(_ value: String) -> [String] {
-        var members: [String] = []
-        var member = ""
-        var (quoted, escaped, spaced) = (false, false, false)
-        for character in value {
-            if quoted {
-                member.append(character)
-                if escaped {
-                    escaped = false
-                } else if character == "\\" {
-                    escaped = true
-                } else if character == "\"" {
-                    quoted = false
-                }
-                continue
-            }
-            switch character {
-            case ",":
-                members.append(member)
-                (member, spaced) = ("", false)
-            case " ", "\t":
-                spaced = !member.isEmpty
-            default:
-                if spaced { member.append(" ") }
-                spaced = false
-                quoted = character == "\""
-                member.append(character)
-            }
-        }
-        members.append(member)
-        return members.filter { !$0.isEmpty }
     }
 
     /// Request fields whose values mean the same in any case: language ranges (RFC 4647 §2),
@@ -477,13 +442,14 @@ extension CacheEngine {
     /// other fields), and the URL's variant list names it. A body that fails to arrive stores
     /// nothing and removes nothing.
     func store(_ plan: StoragePlan, body: ResponseBody) throws -> StoredOutcome {
+        // Read before the response is stored: one that does not vary replaces the list.
+        let existing = try variantList(plan.primaryKey)
         let version = try storeResponse(
             key: plan.key, body: body, plan.response, validators: plan.validators, birth: plan.birth)
         let outcome = StoredOutcome(lifetime: plan.response.lifetime, birth: plan.birth, version: version)
         // A complete response holds all a stored part could: the parts go (RFC 9111 §4: the
         // most recent response is the one to use).
         try removeParts(of: plan.primaryKey)
-        let existing = try variantList(plan.primaryKey)
         // The URL no longer varies, or varies by other fields: the variants the old ones
         // selected are unreachable now, and must stay so should those fields come back, as
         // this response is more recent than any of them (RFC 9111 §4).

@@ -225,6 +225,25 @@ extension ConformanceTests {
         #expect(english.source == .downloaded && english.data == Data("fourth".utf8) && transport.requests == 4)
     }
 
+    @Test("RFC 9111 §4, §4.1: a URL that stops varying drops its variants, which a Vary that comes back does not find")
+    func variantsOfAURLThatStoppedVaryingNeverComeBack() async throws {
+        func response(varying: Bool, _ body: String) -> TransportResponse {
+            let vary = varying ? [("Vary", "Accept-Language")] : []
+            let fields = HTTPHeaders([("Cache-Control", "max-age=3600")] + vary)
+            return TransportResponse(status: 200, headers: fields, body: Data(body.utf8))
+        }
+        let transport = ScriptedTransport([
+            response(varying: true, "first"), response(varying: false, "second"),
+            response(varying: true, "third"), response(varying: true, "fourth"),
+        ])
+        let refresh = FetchOptions(forceRefresh: true)
+        _ = try await fetch("/vary-stops", [("Accept-Language", "en")], transport: transport)
+        _ = try await fetch("/vary-stops", [("Accept-Language", "en")], options: refresh, transport: transport)
+        _ = try await fetch("/vary-stops", [("Accept-Language", "fr")], options: refresh, transport: transport)
+        let english = try await fetch("/vary-stops", [("Accept-Language", "en")], transport: transport)
+        #expect(english.source == .downloaded && english.data == Data("fourth".utf8) && transport.requests == 4)
+    }
+
     /// RFC 5861 §4: an error is a 500, 502, 503 or 504, or no answer; a 501 is the origin's
     /// answer, and no directive allows a stale response in its place (RFC 9111 §4.2.4).
     @Test("RFC 5861 §4: stale-if-error answers a 502, never a 501")
