@@ -53,6 +53,7 @@ func runHTTPProfileLoop(_ arguments: [String]) throws -> Never {
         return samples
     }
     let measured = summarize(kind, samples)
-    print(String(format: "%@: p50 %.1f µs, p99 %.1f µs over %d requests", kind, measured.p50Microseconds, measured.p99Microseconds, count))
+    let (p50, p99) = (measured.p50Microseconds, measured.p99Microseconds)
+    print(String(format: "%@: p50 %.1f µs, p99 %.1f µs over %d requests", kind, p50, p99, count))
     exit(0)
 }

@@ -35,6 +35,11 @@ extension SharedCache {
     /// A process can have 256 such classes; past that, classes of caches that no longer exist
     /// are reused. A session whose cache has been deallocated goes to the network uncached.
     ///
+    /// Cookies: the app's go out as URLSession adds them to the request, but a `Set-Cookie` in
+    /// a response is stored in no jar (the cache's transport keeps none; see
+    /// ``URLSessionTransport/uncachedSession``), nor are those of redirects the cache follows.
+    /// An app that relies on URLSession storing them stores them itself from the response.
+    ///
     /// - Parameter configuration: changed in place.
     public func install(in configuration: URLSessionConfiguration) {
         let bound = URLProtocolBinding.protocolClass(for: self)

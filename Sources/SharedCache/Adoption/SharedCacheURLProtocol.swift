@@ -32,6 +32,8 @@ import SharedCachePlatform
 /// - Note: Redirects are followed by the cache's own transport; the app sees the final
 ///   response, whose `url` names where it came from. An answer reached through a redirect is
 ///   not stored: it is another URL's response (RFC 9111 §2).
+/// - Note: A `Set-Cookie` field reaches the app in the response, but is stored in no cookie
+///   jar, nor are those of redirects the cache follows (see ``SharedCache/install(in:)``).
 ///
 /// Thread-safe: URLSession calls it on its own threads; its state is in a lock, and it calls
 /// its client on the thread (Darwin: the run loop) that started it.

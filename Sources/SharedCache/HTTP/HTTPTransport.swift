@@ -190,9 +190,10 @@ extension TransportResponse {
         self.init(status: http.statusCode, headers: headers, body: body, url: http.url)
     }
 
-    /// `Set-Cookie` fields joined with commas, apart again. A comma ends a field where a cookie's
-    /// name and `=` follow it; no cookie's value holds a comma (RFC 6265 §4.1.1), and the comma
-    /// of an `Expires` date is followed by the day of the month.
+    /// `Set-Cookie` fields joined with commas, apart again, as well as a join allows: a comma
+    /// ends a field where a cookie's name and `=` follow it. A server sends no comma in a
+    /// cookie's value (RFC 6265 §4.1.1), and the comma of an `Expires` date is followed by the
+    /// day of the month; a value that holds `,name=` anyway is cut there.
     static func setCookieFields(joined: String) -> [String] {
         let bytes = Array(joined.utf8)
         var fields: [String] = []

@@ -184,12 +184,11 @@ extension ConformanceTests {
         try origin.write("/h/setcookie/apart.txt", "sets two cookies")
         let (first, second) = (try await fetch("/h/setcookie/apart.txt"), try await fetch("/h/setcookie/apart.txt"))
         #expect(second.source == .fresh)
-        for answer in [first, second] {
-            #expect(answer.headers.values("Set-Cookie") == ["a=1; Expires=Wed, 21 Oct 2037 07:28:00 GMT; Path=/", "b=2"])
-        }
+        let sent = ["a=1; Expires=Wed, 21 Oct 2037 07:28:00 GMT; Path=/", "b=2"]
+        for answer in [first, second] { #expect(answer.headers.values("Set-Cookie") == sent) }
     }
 
-    @Test("RFC 9111 §4.1, §3.5: the default transport keeps no cookie jar, so a request goes out with its own fields only")
+    @Test("RFC 9111 §4.1: the default transport keeps no cookie jar, so a request goes out with its own fields only")
     func theDefaultTransportSendsOnlyTheCookiesItIsGiven() async throws {
         try origin.write("/h/setcookie/jar.txt", "sets two cookies")
         for path in ["/fresh/after-jar.txt", "/fresh/given.txt"] { try origin.write(path, "body") }

@@ -208,7 +208,8 @@ final class Origin {
             func value(_ field: String) -> String? { field == "-" || field.isEmpty ? nil : field }
             return LoggedRequest(
                 method: fields[0], path: fields[1], status: status, ifNoneMatch: value(fields[3]),
-                ifModifiedSince: value(fields[4]), acceptLanguage: value(fields[5]), cookie: value(fields[7]), time: time)
+                ifModifiedSince: value(fields[4]), acceptLanguage: value(fields[5]), cookie: value(fields[7]),
+                time: time)
         }
     }
 
