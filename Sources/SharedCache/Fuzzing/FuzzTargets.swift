@@ -1,3 +1,4 @@
+import Foundation
 import SharedCacheEngine
 import SharedCacheFormat
 
@@ -15,6 +16,7 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
     case configFile = "config-file"
     case storedHTTP = "stored-http"
     case httpText = "http-text"
+    case httpResponse = "http-response"
 
     /// Valid inputs to start mutating from.
     package var seeds: [[UInt8]] {
@@ -85,7 +87,14 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
                 Array("Sun, 06 Nov 1994 08:49:37 GMT".utf8), Array("Sunday, 06-Nov-94 08:49:37 GMT".utf8),
                 Array("max-age=60, no-cache=\"a, b\", must-revalidate".utf8), Array("W/\"abc\", \"def\"".utf8),
                 Array("bytes 0-4/10\nbytes 7-9/10".utf8), Array("bytes=2-5".utf8),
+                Array("a=1; Expires=Wed, 21 Oct 2037 07:28:00 GMT, b=2".utf8),
             ]
+        case .httpResponse:
+            return [
+                "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Encoding: x-unknown\r\n\r\nhello",
+                "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=1\r\nhello\r\n0\r\n\r\n",
+                "HTTP/1.1 304 Not Modified\r\nETag: \"v\"\r\n\r\n",
+            ].map { Array($0.utf8) }
         }
     }
 
@@ -228,7 +237,23 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
             if case .slice(let bytes) = ByteRange.answer(text, length: 1000), bytes.isEmpty || bytes.upperBound > 1000 {
                 return "Range \(text.debugDescription) sliced \(bytes) of 1000 bytes"
             }
+            // A list's members, normalised, are normal; Set-Cookie fields taken apart survive a join.
+            let members = FieldList.members(text).map(FieldList.normalisingWhitespace)
+            if members.map({ FieldList.normalisingWhitespace(Substring($0)) }) != members {
+                return "the members of \(text.debugDescription) are not normal"
+            }
+            let cookies = TransportResponse.setCookieFields(joined: text)
+            if TransportResponse.setCookieFields(joined: cookies.joined(separator: ", ")) != cookies {
+                return "the Set-Cookie fields of \(text.debugDescription) do not survive a join"
+            }
             return nil
+        case .httpResponse:
+            // What a server sent the plain connection: a response or a refusal, never a crash,
+            // and never more body than bytes.
+            let url = URL(string: "http://example.com/fuzz")!
+            guard let response = try? IdentityConnection.parse(Data(bytes), method: "GET", url: url) else { return nil }
+            let body = response.body.count
+            return body <= bytes.count ? nil : "a body of \(body) bytes from \(bytes.count)"
         }
     }
 }
