@@ -225,11 +225,13 @@ extension HTTPExchange {
         {
             return (revalidation, true)
         }
-        let (hash, location) = (candidate.hash, candidate.entry.location)
+        let (hash, location, primaryKey) = (candidate.hash, candidate.entry.location, primaryKey)
         let stored = try await underFetchLock(locked: locked) { () async throws -> Bool in
             // Never over what another request stored since this one looked (a newer version, a
-            // variant list, combined parts); where nothing is stored now, the update stands.
+            // variant list, combined parts); where nothing is stored now, the update stands, but
+            // for a variant the URL's list no longer names (a more recent response removed it).
             if let current = try cache.currentEntry(hash), current.location != location { return false }
+            guard try cache.mayStoreVariant(candidate.key, of: primaryKey) else { return false }
             try await cache.offPool(when: candidate.entry.bodySize > CacheEngine.inlineReadLimit) {
                 try cache.storeRevalidated(candidate, body: body, revalidation)
             }

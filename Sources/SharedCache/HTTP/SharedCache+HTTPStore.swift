@@ -620,6 +620,14 @@ extension CacheEngine {
         }
     }
 
+    /// Whether `key` may be stored as it stands: the URL's own key or its parts', or a variant
+    /// its list still names. A variant the list dropped was superseded by a more recent
+    /// response (see ``store(_:body:)``) and must not come back.
+    func mayStoreVariant(_ key: String, of primaryKey: String) throws -> Bool {
+        if key == primaryKey || key == PartialContent.key(primaryKey) { return true }
+        return try variantList(primaryKey)?.keys.contains(key) ?? false
+    }
+
     /// Stores the revalidated body again as a new version with the merged headers: when the 304
     /// changed more than freshness, or the entry went away while the request was out.
     func storeRevalidated(_ candidate: StoredCandidate, body: Data, _ revalidation: Revalidation) throws {

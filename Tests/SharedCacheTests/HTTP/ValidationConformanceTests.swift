@@ -244,6 +244,35 @@ extension ConformanceTests {
         #expect(english.source == .downloaded && english.data == Data("fourth".utf8) && transport.requests == 4)
     }
 
+    @Test("RFC 9111 §4, §4.3.5: a HEAD that answers after a more recent response dropped its variant does not store it back")
+    func aVariantDroppedWhileAHeadWasOutStaysDropped() async throws {
+        func response(_ vary: String, _ fields: [(String, String)], _ body: String) -> TransportResponse {
+            let headers = HTTPHeaders([("Vary", vary), ("ETag", "\"v\"")] + fields)
+            return TransportResponse(status: 200, headers: headers, body: Data(body.utf8))
+        }
+        let other = try SharedCache(directory: directory("cache"))
+        let newer = ScriptedTransport([response("X-Other", [("Cache-Control", "max-age=3600")], "second")])
+        let english = [("Accept-Language", "en")]
+        let newerRequest = request("/vary-head", english)
+        let transport = ScriptedTransport([
+            response("Accept-Language", [("Cache-Control", "max-age=0")], "first"),
+            response("Accept-Language", [("Cache-Control", "max-age=3600"), ("X-New", "1")], ""),
+            response("Accept-Language", [("Cache-Control", "max-age=3600")], "third"),
+            response("Accept-Language", [("Cache-Control", "max-age=3600")], "fourth"),
+        ]) { number in
+            // While the HEAD is out, another process stores a response that varies by another field.
+            guard number == 1 else { return }
+            _ = try await other.fetch(newerRequest, options: FetchOptions(forceRefresh: true), transport: newer)
+        }
+        _ = try await fetch("/vary-head", english, transport: transport)
+        _ = try await fetch("/vary-head", english, method: "HEAD", transport: transport)
+        #expect(newer.requests == 1)
+        let refresh = FetchOptions(forceRefresh: true)
+        _ = try await fetch("/vary-head", [("Accept-Language", "fr")], options: refresh, transport: transport)
+        let again = try await fetch("/vary-head", english, transport: transport)
+        #expect(again.source == .downloaded && again.data == Data("fourth".utf8) && transport.requests == 4)
+    }
+
     /// RFC 5861 §4: an error is a 500, 502, 503 or 504, or no answer; a 501 is the origin's
     /// answer, and no directive allows a stale response in its place (RFC 9111 §4.2.4).
     @Test("RFC 5861 §4: stale-if-error answers a 502, never a 501")

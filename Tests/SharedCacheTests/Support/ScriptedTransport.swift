@@ -11,10 +11,10 @@ import FoundationNetworking
 /// something while the request is out.
 final class ScriptedTransport: HTTPTransport {
     private let responses: [TransportResponse]
-    private let beforeAnswering: @Sendable (Int) throws -> Void
+    private let beforeAnswering: @Sendable (Int) async throws -> Void
     private let sent = Locked(0)
 
-    init(_ responses: [TransportResponse], beforeAnswering: @escaping @Sendable (Int) throws -> Void = { _ in }) {
+    init(_ responses: [TransportResponse], beforeAnswering: @escaping @Sendable (Int) async throws -> Void = { _ in }) {
         self.responses = responses
         self.beforeAnswering = beforeAnswering
     }
@@ -27,7 +27,7 @@ final class ScriptedTransport: HTTPTransport {
             defer { sent += 1 }
             return sent
         }
-        try beforeAnswering(number)
+        try await beforeAnswering(number)
         return responses[min(number, responses.count - 1)]
     }
 }
