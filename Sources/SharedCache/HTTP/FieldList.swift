@@ -27,6 +27,11 @@ enum FieldList {
         return members.filter { !$0.trimmingSpaces().isEmpty }
     }
 
+    /// The members of `value`, each as ``normalisingWhitespace(_:)`` makes it.
+    static func normalisedMembers(_ value: String) -> [String] {
+        members(value).map(normalisingWhitespace)
+    }
+
     /// `member` without the whitespace around it, and each run of whitespace in it made one
     /// space, but inside a quoted string, whose spaces are the value's own.
     static func normalisingWhitespace(_ member: Substring) -> String {

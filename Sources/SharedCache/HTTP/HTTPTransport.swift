@@ -224,9 +224,12 @@ extension TransportResponse {
             UInt8(ascii: "A")...UInt8(ascii: "Z"):
             return true
         default:
-            return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+            return tokenSymbols.contains(byte)
         }
     }
+
+    /// The characters besides digits and letters a token may hold (RFC 9110 §5.6.2).
+    private static let tokenSymbols = Set("!#$%&'*+-.^_`|~".utf8)
 
     /// Hands a response received whole on as its head and one piece of body; returns the head.
     func handedOn(to receive: (TransportEvent) throws -> Void) throws -> TransportResponse {

@@ -170,8 +170,8 @@ extension CacheEngine {
     /// The request's values of the fields named (lowercase), normalised as RFC 9111 §4.1
     /// allows; a field the request lacks is left out, as it matches only a request that lacks
     /// it too, never one that sends it empty (§4.1). Several fields of a name are combined into
-    /// one list (URLRequest does that), its members (``FieldList``) with their whitespace
-    /// normalised outside quoted strings and joined by ", ", and the
+    /// one list (URLRequest does that), its members (``FieldList/normalisedMembers(_:)``)
+    /// joined by ", ", and the
     /// values of ``caseInsensitiveValues`` lowercased. So `en,fr`, `EN , fr` and two fields `en`
     /// and `fr` select one variant; `fr, en` does not (order is a preference), nor `"a,b"` and
     /// `"a, b"` (a quoted string's commas and spaces are its own).
@@ -179,7 +179,7 @@ extension CacheEngine {
         HTTPHeaders(
             names.compactMap { name in
                 guard let value = request.value(forHTTPHeaderField: name) else { return nil }
-                let list = FieldList.members(value).map(FieldList.normalisingWhitespace).joined(separator: ", ")
+                let list = FieldList.normalisedMembers(value).joined(separator: ", ")
                 return (name, caseInsensitiveValues.contains(name) ? list.lowercased() : list)
             })
     }
@@ -450,17 +450,18 @@ extension CacheEngine {
         // A complete response holds all a stored part could: the parts go (RFC 9111 §4: the
         // most recent response is the one to use).
         try removeParts(of: plan.primaryKey)
-        // The URL no longer varies, or varies by other fields: the variants the old ones
-        // selected are unreachable now, and must stay so should those fields come back, as
-        // this response is more recent than any of them (RFC 9111 §4).
-        if let existing, existing.names != plan.varyNames {
+        var list = VariantList(names: plan.varyNames, keys: [])
+        if let existing, existing.names == plan.varyNames {
+            list = existing
+        } else if let existing {
+            // The URL no longer varies, or varies by other fields: the variants the old ones
+            // selected are unreachable now, and must stay so should those fields come back, as
+            // this response is more recent than any of them (RFC 9111 §4).
             for key in existing.keys where key != plan.key {
                 try remove(KeyHash(key: key), key: Array(key.utf8), reason: .superseded, at: nil)
             }
         }
         if plan.varyNames.isEmpty { return outcome }
-        var list =
-            existing.flatMap { $0.names == plan.varyNames ? $0 : nil } ?? VariantList(names: plan.varyNames, keys: [])
         if !list.keys.contains(plan.key) { list.keys.append(plan.key) }
         if list != existing {
             var marker = EntryMetadata()

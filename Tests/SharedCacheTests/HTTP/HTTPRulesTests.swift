@@ -315,7 +315,7 @@ struct HTTPRulesTests {
                 != CacheEngine.varyValues(names: ["x-token"], request: lowercased))
         // Whitespace around members and runs of it inside one are the list's; inside a quoted
         // string, commas and whitespace are the value's own.
-        func members(_ value: String) -> [String] { FieldList.members(value).map(FieldList.normalisingWhitespace) }
+        let members = FieldList.normalisedMembers
         #expect(members(" a ,,  b   c\t, ") == ["a", "b c"])
         #expect(members(#""a,b", "x  y", "q\"," , z"#) == [#""a,b""#, #""x  y""#, #""q\",""#, "z"])
         #expect(members(#"en;  q=0.5"#) == ["en; q=0.5"])

@@ -206,41 +206,26 @@ extension ConformanceTests {
         #expect(without.source == .fresh && without.data == Data("without".utf8))
     }
 
-    @Test("RFC 9111 §4, §4.1: a URL that varies by other fields drops the variants the old ones selected, for good")
-    func variantsOfFormerVaryFieldsNeverComeBack() async throws {
-        func response(varyingBy field: String, _ body: String) -> TransportResponse {
-            TransportResponse(
-                status: 200, headers: ["Cache-Control": "max-age=3600", "Vary": field], body: Data(body.utf8))
-        }
-        let transport = ScriptedTransport([
-            response(varyingBy: "Accept-Language", "first"), response(varyingBy: "X-Other", "second"),
-            response(varyingBy: "Accept-Language", "third"), response(varyingBy: "Accept-Language", "fourth"),
-        ])
-        let refresh = FetchOptions(forceRefresh: true)
-        _ = try await fetch("/vary-changes", [("Accept-Language", "en")], transport: transport)
-        _ = try await fetch("/vary-changes", [("Accept-Language", "en")], options: refresh, transport: transport)
-        _ = try await fetch("/vary-changes", [("Accept-Language", "fr")], options: refresh, transport: transport)
-        // "second" is the most recent response for this request, and no longer stored: never "first".
-        let english = try await fetch("/vary-changes", [("Accept-Language", "en")], transport: transport)
-        #expect(english.source == .downloaded && english.data == Data("fourth".utf8) && transport.requests == 4)
-    }
-
-    @Test("RFC 9111 §4, §4.1: a URL that stops varying drops its variants, which a Vary that comes back does not find")
-    func variantsOfAURLThatStoppedVaryingNeverComeBack() async throws {
-        func response(varying: Bool, _ body: String) -> TransportResponse {
-            let vary = varying ? [("Vary", "Accept-Language")] : []
+    /// `nil`: the second response does not vary at all.
+    @Test(
+        "RFC 9111 §4, §4.1: a URL that varies by other fields, or stops varying, drops the variants the old ones selected, for good",
+        arguments: ["X-Other", nil])
+    func variantsOfFormerVaryFieldsNeverComeBack(secondVaryingBy second: String?) async throws {
+        func response(varyingBy field: String?, _ body: String) -> TransportResponse {
+            let vary = field.map { [("Vary", $0)] } ?? []
             let fields = HTTPHeaders([("Cache-Control", "max-age=3600")] + vary)
             return TransportResponse(status: 200, headers: fields, body: Data(body.utf8))
         }
         let transport = ScriptedTransport([
-            response(varying: true, "first"), response(varying: false, "second"),
-            response(varying: true, "third"), response(varying: true, "fourth"),
+            response(varyingBy: "Accept-Language", "first"), response(varyingBy: second, "second"),
+            response(varyingBy: "Accept-Language", "third"), response(varyingBy: "Accept-Language", "fourth"),
         ])
-        let refresh = FetchOptions(forceRefresh: true)
-        _ = try await fetch("/vary-stops", [("Accept-Language", "en")], transport: transport)
-        _ = try await fetch("/vary-stops", [("Accept-Language", "en")], options: refresh, transport: transport)
-        _ = try await fetch("/vary-stops", [("Accept-Language", "fr")], options: refresh, transport: transport)
-        let english = try await fetch("/vary-stops", [("Accept-Language", "en")], transport: transport)
+        let (path, refresh) = ("/vary-changes-\(second ?? "none")", FetchOptions(forceRefresh: true))
+        _ = try await fetch(path, [("Accept-Language", "en")], transport: transport)
+        _ = try await fetch(path, [("Accept-Language", "en")], options: refresh, transport: transport)
+        _ = try await fetch(path, [("Accept-Language", "fr")], options: refresh, transport: transport)
+        // "second" is the most recent response for this request, and no longer stored: never "first".
+        let english = try await fetch(path, [("Accept-Language", "en")], transport: transport)
         #expect(english.source == .downloaded && english.data == Data("fourth".utf8) && transport.requests == 4)
     }
 
