@@ -35,11 +35,9 @@ struct JournalWatchingTests {
             #expect(try Worker.run(["put", path, key, "v"]).status == 0)
             #expect(try Worker.run(["remove", path, key]).status == 0)
             let removed = KeyHash(key: key)
-            let start = ContinuousClock.now
             let heard = eventually(within: bound) { collector.all.contains { $0.hash == removed } }
             #expect(heard, "round \(round): not heard within \(bound) with \(watching)")
             guard heard else { return }
-            #expect(ContinuousClock.now - start < bound)
         }
         #expect(collector.all.map(\.reason) == [.manual, .manual, .manual])
     }
