@@ -29,9 +29,14 @@ struct MappedReadTests {
             }
         }
         let segment = directory("cache/packs/\(try #require(try packSegments(in: directory("cache")).first))")
-        // Read through the mapping. (Under the thread sanitizer, whose runtime stands in for
-        // signal handlers and mmap, a segment may not be mapped: then this tests the pread.)
-        if !Requirements.underSanitizer { #expect(PackSegmentTests.mappedFiles(under: segment) == [segment]) }
+        // Read through the mapping. Under a sanitizer, whose runtime stands in for signal
+        // handlers and mmap, a segment may not be mapped: then this tests the pread, and the run
+        // reports that as a known issue.
+        withKnownIssue("a sanitizer's runtime may keep the segment unmapped", isIntermittent: true) {
+            #expect(PackSegmentTests.mappedFiles(under: segment) == [segment])
+        } when: {
+            Requirements.underSanitizer
+        }
         let first = try #require(try cache.engine.currentEntry(KeyHash(key: keys[0]))).location
         let last = try #require(try cache.engine.currentEntry(KeyHash(key: keys.last!))).location
         let cut = first.position + UInt64(first.length)

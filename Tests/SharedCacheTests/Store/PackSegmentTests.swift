@@ -197,7 +197,11 @@ struct PackSegmentTests {
         for index in 0..<3 { #expect(try reader.get(key: "k\(index)") != nil) }  // opens every segment
         #expect(Self.openDescriptors(to: directory("cache/packs/")).count == 3)
         #if os(Linux)
-        if !Requirements.underSanitizer { #expect(Self.mappedFiles(under: directory("cache/packs/")).count == 3) }
+        withKnownIssue("a sanitizer's runtime may keep segments unmapped", isIntermittent: true) {
+            #expect(Self.mappedFiles(under: directory("cache/packs/")).count == 3)
+        } when: {
+            Requirements.underSanitizer
+        }
         #endif
         #expect(try reader.remove(key: "k0"))
         #expect(try reader.remove(key: "k1"))
