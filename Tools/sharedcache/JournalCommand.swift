@@ -48,12 +48,12 @@ extension Command {
         let subscription = cache.onJournalChange { try? listing.readAvailable(print, gap: gap) }
         try listing.readAvailable(print, gap: gap)
         #if DEBUG
-        // `SHAREDCACHE_TEST_PAUSE_AFTER_FIRST_READ_MS` (debug builds only): tests append in a
-        // widened window after the first read, which must be printed all the same.
-        if let pause = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_PAUSE_AFTER_FIRST_READ_MS"]
-            .flatMap(Double.init)
-        {
-            Thread.sleep(forTimeInterval: pause / 1000)
+        // `SHAREDCACHE_TEST_PAUSE_AFTER_FIRST_READ` (debug builds only): says "paused" on stderr
+        // and waits for a line on stdin, so a test appends right after the first read, which
+        // must be printed all the same.
+        if ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_PAUSE_AFTER_FIRST_READ"] != nil {
+            FileHandle.standardError.write(Data("paused\n".utf8))
+            _ = readLine()
         }
         #endif
         // Until the directory followed goes (removed or replaced): a follower of a cache that is

@@ -26,22 +26,23 @@
 //       reading back recent ones;
 //       prints "puts=N hits=N misses=N violations=N". Which keys it reads back follows the
 //       worker ID, or SHAREDCACHE_TEST_SEED where set.
-//   sharedcache-test-worker fetch DIR URL [START-AT | on-go]
-//       one fetch through the cache, begun at START-AT (milliseconds since the epoch) so several
-//       workers can start together; waits for any background revalidation it started; prints
-//       "source=S status=N bytes=N sha=HASH". With on-go instead of START-AT, it prints "ready"
-//       once the cache is open and fetches when a line arrives on stdin: the handshake to prefer
-//       over a start time. With SHAREDCACHE_TEST_SEND_DELAY_MS, says "sending" on standard error
-//       as it starts holding a request back. With SHAREDCACHE_TEST_RANGE, the request asks for
-//       that `Range` (a value such as "bytes=0-99").
-//   sharedcache-test-worker session-fetch DIR URL [START-AT]
+//   sharedcache-test-worker fetch DIR URL [on-go]
+//       one fetch through the cache; waits for any background revalidation it started; prints
+//       "source=S status=N bytes=N sha=HASH". With on-go, it prints "ready" once the cache is
+//       open and fetches when a line arrives on stdin, so that several workers start together.
+//       With SHAREDCACHE_TEST_SEND_DELAY_MS, says "sending" on standard error as it starts
+//       holding a request back. With SHAREDCACHE_TEST_RANGE, the request asks for that `Range`
+//       (a value such as "bytes=0-99").
+//   sharedcache-test-worker session-fetch DIR URL [on-go]
 //       one GET through a URLSession made from a configuration the cache was installed in
-//       (`install(in:)`), begun at START-AT; prints "status=N bytes=N" and the Cache-Status.
-//   sharedcache-test-worker fetch-series DIR URL-PREFIX COUNT START-AT INTERVAL-MS
-//       COUNT fetches, of URL-PREFIX0.txt, URL-PREFIX1.txt, …, the i-th begun at START-AT + i ×
-//       INTERVAL-MS, so that several workers race on each URL in turn; prints one
-//       "source=S status=N" line per fetch. SHAREDCACHE_TEST_SEND_DELAY_MS delays every request
-//       this worker sends (in both fetch commands), so that the others find it under way.
+//       (`install(in:)`), on a line on stdin with on-go, as `fetch`; prints "status=N bytes=N"
+//       and the Cache-Status.
+//   sharedcache-test-worker fetch-series DIR URL-PREFIX COUNT
+//       prints "ready" once the cache is open, then COUNT fetches, of URL-PREFIX0.txt,
+//       URL-PREFIX1.txt, …, each on a line on stdin, so that several workers race on each URL in
+//       turn; prints one "source=S status=N" line per fetch. SHAREDCACHE_TEST_SEND_DELAY_MS
+//       delays every request this worker sends (in both fetch commands), so that the others find
+//       it under way.
 //   sharedcache-test-worker faults DIR
 //       a fixed script of durable puts, rounds of gets, a remove and a checkpoint, run with a failpoint
 //       armed (SHAREDCACHE_FAILPOINT); prints one "OPERATION KEY RESULT" line each, the result
@@ -116,10 +117,16 @@ func fail(_ message: String) -> Never {
     exit(2)
 }
 
-/// Sleeps until `milliseconds` since the epoch (a start line several workers share).
-func waitUntil(_ milliseconds: Double) {
-    let delay = milliseconds / 1000 - Date().timeIntervalSince1970
-    if delay > 0 { usleep(UInt32(delay * 1_000_000)) }
+/// The handshake that starts several workers together: the test starts every worker, waits for
+/// each one's "ready", then writes a line to each; no guess at how long starting takes.
+func sayReady() {
+    print("ready")
+    fflush(nil)
+}
+
+/// Waits for the test's line ("go").
+func awaitGo() {
+    guard readLine() != nil else { fail("stdin closed before the go") }
 }
 
 /// URLSession, with every request held back SHAREDCACHE_TEST_SEND_DELAY_MS first; says
@@ -506,13 +513,8 @@ do {
     case "fetch":
         let cache = try SharedCache(directory: directory, configuration: configuration)
         if arguments.count > 4, arguments[4] == "on-go" {
-            // The handshake: the test starts every worker, waits for each one's "ready", then
-            // writes a line to each; no guess at how long starting takes.
-            print("ready")
-            fflush(nil)
-            guard readLine() != nil else { fail("stdin closed before the go") }
-        } else if arguments.count > 4, let startAt = Double(arguments[4]) {
-            waitUntil(startAt)
+            sayReady()
+            awaitGo()
         }
         var request = URLRequest(url: URL(string: arguments[3])!)
         request.setValue(ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_RANGE"], forHTTPHeaderField: "Range")
@@ -551,7 +553,10 @@ do {
         let sessionConfiguration = URLSessionConfiguration.ephemeral
         cache.install(in: sessionConfiguration)
         let session = URLSession(configuration: sessionConfiguration)
-        if arguments.count > 4, let startAt = Double(arguments[4]) { waitUntil(startAt) }
+        if arguments.count > 4, arguments[4] == "on-go" {
+            sayReady()
+            awaitGo()
+        }
         let (data, response) = try await session.data(from: URL(string: arguments[3])!)
         let http = response as? HTTPURLResponse
         print(
@@ -560,12 +565,13 @@ do {
 
     case "fetch-series":
         let cache = try SharedCache(directory: directory, configuration: configuration)
-        let count = Int(arguments[4])!, startAt = Double(arguments[5])!, interval = Double(arguments[6])!
-        for index in 0..<count {
-            waitUntil(startAt + Double(index) * interval)
+        sayReady()
+        for index in 0..<Int(arguments[4])! {
+            awaitGo()
             let result = try await cache.fetch(
                 URLRequest(url: URL(string: "\(arguments[3])\(index).txt")!), transport: DelayedTransport())
             print("source=\(result.source) status=\(result.status)")
+            fflush(nil)  // the test waits for each trial's line before the next go
         }
 
     case "descriptors":

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import SharedCache
+import SharedCacheCLI
 import SharedCachePlatform
 
 #if canImport(FoundationNetworking)
@@ -190,10 +191,13 @@ struct URLSessionAdoptionTests {
     @Test func fiveColdProcessesWithInstalledSessionsDownloadOnce() async throws {
         try origin.write("/slow/cold.bin", Data((0..<1_500_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }))
         _ = try SharedCache(directory: directory("cache"))
-        let startAt = Int((Date().timeIntervalSince1970 + 2) * 1000)
         let workers = try (0..<5).map { _ in
-            try Worker.start(["session-fetch", directory("cache"), origin.url("/slow/cold.bin").absoluteString, "\(startAt)"])
+            try Worker.start(
+                ["session-fetch", directory("cache"), origin.url("/slow/cold.bin").absoluteString, "on-go"],
+                input: .pipe)
         }
+        for worker in workers { #expect(await worker.nextLine(within: .seconds(300)) == "ready") }
+        for worker in workers { worker.send("go") }
         for worker in workers {
             let result = await Worker.Result(finishing: worker)
             #expect(result.status == 0, "\(result.errors)")

@@ -42,15 +42,21 @@ struct SingleFlightTests {
         let trials = 10
         for index in 0..<trials { try origin.write("/fresh/race\(index).txt", "race \(index)") }
         _ = try SharedCache(directory: directory("cache"))
-        let startAt = Int((Date().timeIntervalSince1970 + 1.5) * 1000)
         let workers = try (0..<8).map { number in
             try Worker.start(
-                [
-                    "fetch-series", directory("cache"), origin.url("/fresh/race").absoluteString, "\(trials)",
-                    "\(startAt)", "250",
-                ], environment: number % 2 == 0 ? [:] : ["SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK_MS": "120"])
+                ["fetch-series", directory("cache"), origin.url("/fresh/race").absoluteString, "\(trials)"],
+                environment: number % 2 == 0 ? [:] : ["SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK_MS": "120"], input: .pipe)
         }
-        let lines = await finish(workers)
+        for worker in workers { #expect(await worker.nextLine(within: .seconds(300)) == "ready") }
+        // Each trial starts every worker's fetch of its URL at once, after all ended the last.
+        var lines = [[String]](repeating: [], count: workers.count)
+        for _ in 0..<trials {
+            for worker in workers { worker.send("go") }
+            for (number, worker) in workers.enumerated() {
+                if let line = await worker.nextLine(within: .seconds(300)) { lines[number].append(line) }
+            }
+        }
+        #expect(await finish(workers).allSatisfy(\.isEmpty))
         #expect(lines.allSatisfy { $0.count == trials })
         let logged = origin.requests(atLeast: trials)
         var perPath: [String: Int] = [:]

@@ -9,7 +9,8 @@ struct Tool {
 
     /// Runs the tool to completion with `arguments`, feeding it `input`.
     func run(_ arguments: [String], input: Data? = nil, environment: [String: String] = [:]) throws -> Worker.Result {
-        Worker.Result(finishing: try start(arguments, environment: environment, input: input))
+        let child = try start(arguments, environment: environment, input: input.map { .bytes($0) } ?? .none)
+        return Worker.Result(finishing: child)
     }
 
     /// ``run(_:input:environment:)`` for async tests: it waits on a thread of its own
@@ -22,10 +23,10 @@ struct Tool {
 
     /// Starts the tool with `arguments`, its standard input `input` (else `/dev/null`); its
     /// stdout and stderr are captured.
-    func start(_ arguments: [String], environment: [String: String] = [:], input: Data? = nil) throws -> ChildProcess {
-        try ChildProcess(
-            executable, arguments: arguments, environment: environment, input: input.map { .bytes($0) } ?? .none,
-            errors: .captured)
+    func start(_ arguments: [String], environment: [String: String] = [:], input: ChildProcess.Input = .none) throws
+        -> ChildProcess
+    {
+        try ChildProcess(executable, arguments: arguments, environment: environment, input: input, errors: .captured)
     }
 }
 

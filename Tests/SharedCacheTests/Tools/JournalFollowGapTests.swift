@@ -98,14 +98,16 @@ struct JournalFollowGapTests {
         try writer.put(key: "before", data: Data("x".utf8))
         let follower = try Tool.admin.start(
             ["journal", "--follow", "--json"],
-            environment: ["SHAREDCACHE_DIR": cache, "SHAREDCACHE_TEST_PAUSE_AFTER_FIRST_READ_MS": "3000"])
+            environment: ["SHAREDCACHE_DIR": cache, "SHAREDCACHE_TEST_PAUSE_AFTER_FIRST_READ": "1"], input: .pipe)
         defer {
             follower.signal(SIGKILL)
             follower.wait()
         }
         #expect(try Self.record(await follower.nextLine(within: .seconds(600)))?["key"] as? String == "before")
-        // Appended while the follower pauses after its first read: its subscription must wake it.
+        #expect(await offThePool { follower.errors?.nextLine(within: .seconds(600)) } == "paused")
+        // Appended while the follower waits after its first read: its subscription must wake it.
         try writer.put(key: "during", data: Data("y".utf8))
+        follower.send("go")
         #expect(try Self.record(await follower.nextLine(within: .seconds(60)))?["key"] as? String == "during")
     }
 
