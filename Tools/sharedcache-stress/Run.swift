@@ -23,6 +23,9 @@ struct Options {
     /// Which kinds of process the crash rounds may kill.
     var victims: [Child.Kind] = [.client, .client, .compactor, .subscriber]
     var directory: String?
+    /// Draws every client's seed and every crash round's victim: the same seed makes the same
+    /// choices (the kernel's scheduling still varies the run).
+    var seed = UInt64.random(in: 1...UInt64(UInt32.max))
 }
 
 func parseOptions() -> Options {
@@ -39,6 +42,9 @@ func parseOptions() -> Options {
         case "--subscribers": options.subscribers = max(1, Int(number(argument)))
         case "--crash-rounds": options.crashRounds = Int(number(argument))
         case "--dir": options.directory = arguments.popFirst()
+        case "--seed":
+            guard let seed = arguments.popFirst().flatMap({ UInt64($0) }) else { fail("--seed needs a number") }
+            options.seed = seed
         case "--victims":
             let kinds = (arguments.popFirst() ?? "").split(separator: ",").map { Child.Kind(rawValue: String($0)) }
             guard !kinds.isEmpty, kinds.allSatisfy({ $0 != nil }) else {
@@ -48,7 +54,8 @@ func parseOptions() -> Options {
         default:
             fail(
                 "unknown option \(argument); usage: sharedcache-stress [--seconds N] [--clients N] "
-                    + "[--subscribers N] [--crash-rounds N] [--victims client,compactor,subscriber] [--dir DIR]")
+                    + "[--subscribers N] [--crash-rounds N] [--victims client,compactor,subscriber] [--seed N] "
+                    + "[--dir DIR]")
         }
     }
     return options
@@ -108,6 +115,7 @@ func runStress(_ options: Options) async throws -> Int32 {
         for number in 0..<originFiles { try originBody(number).write(to: URL(fileURLWithPath: "\(www)/f/\(number).txt")) }
     }
 
+    var random = SplitMix64(seed: options.seed)
     var nextID = 0
     func newID() -> Int {
         nextID += 1
@@ -125,7 +133,7 @@ func runStress(_ options: Options) async throws -> Int32 {
         return try Child(
             .client, id: id,
             arguments: [
-                "--role", "client", cacheDirectory, history, "\(id)", "\(endAt)", "\(UInt64.random(in: 1...UInt64.max))",
+                "--role", "client", cacheDirectory, history, "\(id)", "\(endAt)", "\(random.next())",
                 origin?.url ?? "-",
             ])
     }
@@ -155,7 +163,8 @@ func runStress(_ options: Options) async throws -> Int32 {
             // A kind first, among those with one alive: on a slow machine the last rounds come
             // after the clients' end, and they still kill something rather than nothing.
             let kinds = options.victims.filter { kind in killable.contains { $0.kind == kind } }
-            guard let kind = kinds.randomElement(), let victim = killable.filter({ $0.kind == kind }).randomElement()
+            guard let kind = kinds.randomElement(using: &random),
+                let victim = killable.filter({ $0.kind == kind }).randomElement(using: &random)
             else { continue }
             victim.kill()
             crashes.append("\(round):\(kind.rawValue)-\(victim.id)")
@@ -217,7 +226,7 @@ func runStress(_ options: Options) async throws -> Int32 {
             + "subscribers=\(options.subscribers) operations=\(report.operations) gets=\(report.gets) "
             + "hits=\(report.hits) puts=\(report.puts) removes=\(report.removes) fetches=\(report.fetches) "
             + "removals-heard=\(report.removalsHeard) crash-rounds=\(crashes.count) "
-            + "leftovers=\(leftovers.count) violations=\(violations.count)")
+            + "leftovers=\(leftovers.count) violations=\(violations.count) seed=\(options.seed)")
     for violation in violations.prefix(20) { print("violation: \(violation)") }
     if violations.isEmpty && options.directory == nil { try? FileManager.default.removeItem(atPath: root) }
     return violations.isEmpty ? 0 : 1

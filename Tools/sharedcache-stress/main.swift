@@ -16,7 +16,7 @@
 //      entries (checkpoints lose nothing).
 //
 //   sharedcache-stress [--seconds N] [--clients N] [--subscribers N] [--crash-rounds N]
-//                      [--victims client,compactor,subscriber] [--dir DIR]
+//                      [--victims client,compactor,subscriber] [--seed N] [--dir DIR]
 //
 // Prints one summary line; exits 1 on any violation, listing them.
 import Dispatch

@@ -80,10 +80,10 @@ struct MultiProcessTests {
                 writer.signal(SIGKILL)
                 return (ready, writer.wait())
             }
-            #expect(ready == "ready", "round \(round)")
-            #expect(end == .signalled(SIGKILL))
-
             let context = "round \(round), killed after \(moment) µs; \(TestSeed.replay)"
+            #expect(ready == "ready", "\(context)")
+            #expect(end == .signalled(SIGKILL), "\(context)")
+
             let verify = try await Worker.run(["verify", cache, "16"])
             #expect(verify.status == 0, "\(context): \(verify.errors)")
             #expect(Worker.counters(verify.output)["damaged"] == 0, "\(context)")

@@ -148,8 +148,8 @@ struct BodyStreamingTests {
     /// Holes are skipped, not read, on the way in and out, and their zeros are still in the
     /// checksum: `verify` reads the blob whole and checks it as any get does.
     @Test func holesAreSkippedAndStillChecksummed() async throws {
-        let seed = UInt64.random(in: 0..<UInt64.max)
-        print("seed \(seed)")
+        var seeds = TestSeed.generator("holesAreSkippedAndStillChecksummed")
+        let seed = seeds.next()
         let data = Self.body(megabytes: 2, seed: seed)
         let source = directory("sparse.bin")
         #expect(FileManager.default.createFile(atPath: source, contents: data.prefix(1 << 20)))
@@ -163,21 +163,21 @@ struct BodyStreamingTests {
         #expect(try await run("put", "sparse", source).status == 0)
         #expect(try await run("verify").status == 0)
         let stdout = try Tool.admin.start(["get", "sparse"], environment: ["SHAREDCACHE_DIR": cache])
-        #expect(await offThePool { stdout.output?.remainingData() } == expected)
+        #expect(await offThePool { stdout.output?.remainingData() } == expected, "\(TestSeed.replay)")
         await stdout.wait()
         #expect(try await run("get", "sparse", "-o", directory("copy.bin")).status == 0)
-        #expect(try Data(contentsOf: URL(fileURLWithPath: directory("copy.bin"))) == expected)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory("copy.bin"))) == expected, "\(TestSeed.replay)")
         // From a pipe, the zeros arrive as bytes and are written as holes all the same.
         #expect(try await run("put", "piped", input: expected).status == 0)
-        #expect(try await run("verify").status == 0)
+        #expect(try await run("verify").status == 0, "\(TestSeed.replay)")
         #expect(try await run("get", "piped", "-o", directory("piped.bin")).status == 0)
-        #expect(try Data(contentsOf: URL(fileURLWithPath: directory("piped.bin"))) == expected)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory("piped.bin"))) == expected, "\(TestSeed.replay)")
     }
 
     /// Standard input to the cache and the cache to standard output, in bounded memory.
     @Test func standardInputAndOutputStreamInBoundedMemory() async throws {
-        let seed = UInt64.random(in: 0..<UInt64.max)
-        print("seed \(seed)")
+        var seeds = TestSeed.generator("standardInputAndOutputStreamInBoundedMemory")
+        let seed = seeds.next()
         let body = Self.body(megabytes: 96, seed: seed)
         let put = try await measured("put", "piped", input: body)
         #expect(put.status == 0, "\(put.errors)")
@@ -188,7 +188,7 @@ struct BodyStreamingTests {
         let output = await offThePool { get.output?.remainingData() }
         let errors = await offThePool { get.errors?.remainingText() ?? "" }
         #expect(await get.wait() == .exited(0))
-        #expect(output == body)
+        #expect(output == body, "\(TestSeed.replay)")
         #expect(try await growthKilobytes(errors) < Self.growthLimitKilobytes)
     }
 
