@@ -10,8 +10,9 @@ import SharedCachePlatform
 import FoundationNetworking
 #endif
 
-/// Kingfisher's cache guide, across processes: custom keys, cleaning expired entries only.
-@Suite("Adoption: the cache guide across processes")
+/// Kingfisher's cache guide: custom keys (one instance's download fresh for another's), cleaning
+/// expired entries only.
+@Suite("Adoption: the cache guide")
 struct CacheGuideTests {
     @Test func aCustomCacheKeyServesSignedURLsWhoseQueryChanges() async throws {
         let origin = try Origin()

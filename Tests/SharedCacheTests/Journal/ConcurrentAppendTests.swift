@@ -8,6 +8,11 @@ import SharedCacheFormat
 /// sharedcache(5), "Writing": puts hold the append lock shared, so another process's record may
 /// land between a put's catch-up and its write. The put then reads its record back with the
 /// other's, in journal order, and the version it replaced is the one that landed first.
+///
+/// The other writer is a second instance in this process, run from the put's hook, so that its
+/// record lands exactly in that window; it shares nothing with the first but the directory (its
+/// own descriptors, locks and index), as another process. The same race between processes, at
+/// random moments and under kills, is `StressTests`' and the power-loss checker's.
 @Suite("Appending at once: a record that lands after another's")
 struct ConcurrentAppendTests {
     @Test func aRecordThatLandsAfterAnothersIsReadBackInJournalOrder() throws {
