@@ -216,7 +216,8 @@ struct FuzzTests {
         let seed = UInt64.random(in: 1...1_000_000, using: &random)
         let result = try await fuzz.run(["--inputs", "100000", "--seed", "\(seed)"])
         #expect(result.status == 0, "--seed \(seed) (\(TestSeed.replay)): \(result.output)\(result.errors)")
-        #expect(result.output.contains("violations=0 crashes=0"), "\(result.output)")
+        let counters = Worker.counters(String(result.output.split(separator: "\n").last ?? ""))
+        #expect(counters["violations"] == 0 && counters["crashes"] == 0, "\(result.output)")
         let summary = result.output.split(separator: "\n").last ?? ""
         let executed = summary.split(separator: " ").first.flatMap { Int($0.dropFirst("inputs=".count)) } ?? 0
         #expect(executed >= 99_990, "\(result.output)")
