@@ -27,7 +27,16 @@ struct PowerLossTests {
         // Three states per workload, durability and model; the tool itself runs on every eighth.
         let (status, output) = try await Self.check(["--seed", "\(seed)", "--cap", "3", "--tools", "sample"])
         #expect(status == 0, "seed \(seed):\n\(output)")
-        #expect(output.contains(" with violations"), "\(output)")
+        let totals = try #require(Self.totals(output), "no summary line:\n\(output)")
+        #expect(totals.checked > 0 && totals.violations == 0, "seed \(seed):\n\(output)")
+    }
+
+    /// The states checked and those with violations, from the checker's summary line.
+    static func totals(_ output: String) -> (checked: Int, violations: Int)? {
+        guard let match = output.firstMatch(of: /(\d+) states checked, (\d+) with violations/),
+            let checked = Int(match.1), let violations = Int(match.2)
+        else { return nil }
+        return (checked, violations)
     }
 
     // MARK: What the checker found
@@ -133,7 +142,7 @@ struct PowerLossTests {
         try FileManager.default.removeItem(atPath: "\(path)/journal/0000000000000002")
 
         // In a process of its own, so that a regression fails here instead of hanging the suite.
-        let child = try Tool.admin.start(["--dir", path, "verify", "--repair"])
+        let child = try Tool.admin.start(["--dir", path, "verify", "--repair", "--json"])
         // The output ends when the process does: a regression that hangs is caught at 60 s.
         guard let output = child.output?.remainingData(within: .seconds(60)) else {
             child.signal(SIGKILL)
@@ -144,7 +153,9 @@ struct PowerLossTests {
         let errors = child.errors?.remainingData(within: .seconds(10)) ?? Data()
         let printed = String(decoding: output + errors, as: UTF8.self)
         #expect(child.wait() == .exited(0), "\(printed)")
-        #expect(printed.contains("rebuiltManifest"), "\(printed)")
+        let report = try? JSONSerialization.jsonObject(with: output) as? [String: Any]
+        let kinds = (report?["problems"] as? [[String: Any]])?.compactMap { $0["kind"] as? String }
+        #expect(kinds?.contains("rebuiltManifest") == true, "\(printed)")
         #expect(try SharedCache(directory: path).verify().isClean)
     }
 }
