@@ -3,6 +3,7 @@ import SharedCacheCLI
 import Testing
 
 @testable import SharedCache
+@testable import SharedCachePlatform
 
 #if canImport(Glibc)
 import Glibc
@@ -36,7 +37,10 @@ struct SharedCachedTests {
         #expect(result.output.isEmpty)
         let lines = result.errors.split(separator: "\n")
         #expect(lines.count == 1)
-        #expect(lines.first?.hasPrefix("sharedcached: pass: 5 expired, 7 evicted for space") == true)
+        // What the pass did, as the directory's shared counters tell it.
+        let activity = try #require(try cache.statistics().directory)
+        #expect(activity.removals[.expired] == 5 && activity.removals[.size] == 7, "\(activity.removals)")
+        #expect(activity.compactions == 1)
         #expect(try cache.statistics().entryCount == 18)
         #expect(try cache.statistics().totalBytes <= 18_000)
         #expect(try blobFiles(in: directory("cache")).count == 18)
@@ -50,10 +54,16 @@ struct SharedCachedTests {
         let result = try await Tool.daemon.run(["--dir=\(directory("cache"))", "--dry-run"])
         #expect(result.status == 0)
         let lines = result.output.split(separator: "\n")
-        #expect(lines.count == 13)
-        #expect(lines.filter { $0.contains("reason expired") }.count == 5)
-        #expect(lines.filter { $0.contains("reason size") }.count == 7)
-        #expect(lines.last?.hasPrefix("would evict 12 of 30 entries") == true)
+        // The pass as the library plans it: each eviction has a line naming it and its reason,
+        // and a last line totals them.
+        let plan = try cache.compact(CompactionOptions(dryRun: true)).evictions
+        #expect(plan.filter { $0.reason == .expired }.count == 5 && plan.filter { $0.reason == .size }.count == 7)
+        #expect(lines.count == plan.count + 1, "\(result.output)")
+        for eviction in plan {
+            let line = lines.first { $0.contains(eviction.hash.hex) }
+            let named = eviction.hash.hex + " " + eviction.reason.description
+            #expect(line?.contains(" \(eviction.reason) ") == true, "\(named): \(line ?? "no line")")
+        }
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory("cache/journal/0000000000000001"))) == journal)
         #expect(try cache.statistics().entryCount == 30)
         #expect(try blobFiles(in: directory("cache")).count == 30)
@@ -80,27 +90,36 @@ struct SharedCachedTests {
         #expect(help.output.contains("usage: sharedcached"))
     }
 
-    /// SIGTERM at different moments of a pass: the daemon exits 0 and the directory verifies.
-    @Test(arguments: [0, 2, 5, 10, 20])
-    func sigtermInTheMiddleOfAPassLeavesADirectoryThatVerifies(delayMilliseconds: Int) async throws {
+    /// SIGTERM as the journal shows a pass's first evictions (100,000 bytes over a 10,000-byte
+    /// limit: a whole pass evicts 9,100 entries, 1,024 to a step): the pass stops at its next
+    /// step, the daemon exits 0, and the directory verifies.
+    @Test func sigtermInTheMiddleOfAPassLeavesADirectoryThatVerifies() async throws {
         let directory = try TemporaryDirectory()
-        let cache = try Self.filledCache(directory("cache"), count: 3000, size: 10, limit: 3000)
-        let daemon = try Tool.daemon.start(["--dir", directory("cache"), "-d"])
-        let reader = try #require(daemon.errors)
-        // The wait, the delay and the signal run on a thread of their own, so that
-        // none of the cooperative pool's few threads is held meanwhile.
-        let (first, log, end) = await offThePool {
-            let first = reader.nextLine()
-            usleep(UInt32(delayMilliseconds * 1000))
-            daemon.signal(SIGTERM)
-            return (first, reader.lines(until: "sharedcached: stopped"), daemon.wait())
+        let cache = try Self.filledCache(directory("cache"), count: 10_000, size: 10, limit: 10_000)
+        // Nothing else writes the journal: its first change is the pass's first evictions.
+        let daemonID = Locked<Int32>(0)
+        let subscription = cache.onJournalChange {
+            daemonID.withLock { id in if id != 0 { _ = kill(id, SIGTERM) } }
         }
-        #expect(first?.contains("compacting") == true)
-        #expect(end == .exited(0))
-        #expect(log.allSatisfy { !$0.contains("error") })
+        defer { subscription.cancel() }
+        let daemon = try Tool.daemon.start(["--dir", directory("cache")])
+        daemonID.withLock { $0 = daemon.processID }
+        let reader = try #require(daemon.errors)
+        #expect(await reader.nextLine()?.contains("compacting") == true)
+        // The pass's line; had no evictions signalled it, this stops it, for the checks below to fail.
+        #expect(await reader.nextLine() != nil)
+        daemon.signal(SIGTERM)
+        #expect(await daemon.wait() == .exited(0))
+
+        // It had evicted when the signal came, and stopped before the pass was done: the pass
+        // never counted itself, and left entries it planned to evict.
+        let activity = try #require(try cache.statistics().directory)
+        let evicted = Int(activity.removals[.size] ?? 0)
+        #expect(evicted > 0 && evicted < 9100, "\(evicted) evicted")
+        #expect(activity.compactions == 0)
+        #expect(try cache.statistics().entryCount == 10_000 - evicted)
         let report = try SharedCache(directory: directory("cache")).verify()
         #expect(report.isClean, "\(report.problems)")
-        #expect(try cache.statistics().entryCount <= 3000)
     }
 
     /// SIGHUP re-reads the shared limits and acts on them at once. A config with a typo, re-read
@@ -113,7 +132,9 @@ struct SharedCachedTests {
         let daemon = try Tool.daemon.start(["--dir", directory("cache")])
         let reader = try #require(daemon.errors)
         #expect(await reader.nextLine()?.contains("compacting") == true)
-        #expect(await reader.nextLine()?.contains("pass: 0 expired, 0 evicted") == true)
+        #expect(await reader.nextLine() != nil)  // its first pass, under the limit
+        #expect(try cache.statistics().directory?.compactions == 1)
+        #expect(try cache.statistics().entryCount == 20)
         let path = URL(fileURLWithPath: directory("cache/config"))
         if afterABrokenConfig {
             try Data("size-limit = 10X\n".utf8).write(to: path)
@@ -123,10 +144,13 @@ struct SharedCachedTests {
         }
         try Data("size-limit = 10000\nentry-limit = 0\ndefault-expiry = 604800\n".utf8).write(to: path)
         daemon.signal(SIGHUP)
-        #expect(await reader.nextLine()?.contains("re-read \(directory("cache"))/config: limit 10 KB") == true)
-        // Over its new limit, the directory is compacted at once: 20,000 bytes down to 9,000.
-        let pass = await reader.nextLine() ?? ""
-        #expect(pass.contains("pass: 0 expired, 11 evicted for space"), "\(pass)")
+        // The re-read names the file; the line after it is the pass it runs at once.
+        #expect(await reader.nextLine()?.contains("\(directory("cache"))/config") == true)
+        #expect(await reader.nextLine() != nil)
+        // Over its new limit: 20,000 bytes down to 9,000, all for space.
+        let activity = try #require(try cache.statistics().directory)
+        #expect(activity.compactions == 2)
+        #expect(activity.removals[.size] == 11 && activity.removals[.expired, default: 0] == 0, "\(activity.removals)")
         #expect(try cache.statistics().totalBytes == 9000)
         daemon.signal(SIGTERM)
         #expect(await daemon.wait() == .exited(0))
@@ -174,11 +198,11 @@ struct SharedCachedTests {
                 let fields = line.split(separator: " ")
                 return fields.count > 2 && fields[1] == "evicted" ? String(fields[2]) : nil
             })
-        let passes = log.filter { $0.contains("pass: ") && !$0.contains(" 0 evicted for space") }
         #expect(await daemon.wait() == .exited(0))
         // Its first pass found nothing to evict; those after it ran because the journal showed
-        // the directory over its limit.
-        #expect(!passes.isEmpty, "\(log)")
+        // the directory over its limit, and evicted for space.
+        let activity = try #require(try cache.statistics().directory)
+        #expect(activity.compactions >= 2 && (activity.removals[.size] ?? 0) > 0, "\(log)")
         try cache.put(key: "__end__", data: Data())
         try cache.remove(key: "__end__")
         let heard = Set(
