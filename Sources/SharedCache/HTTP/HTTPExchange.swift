@@ -145,8 +145,15 @@ struct HTTPExchange: Sendable {
         if headOnly { return try await head(validating: lookup.candidate) }
 
         #if DEBUG
-        // Tests widen the window between the lookup and the lock, as a descheduled process would.
-        if let pause = Self.pauseBeforeLock { try await Task.sleep(for: .milliseconds(pause)) }
+        // Tests widen the window between the lookup and the lock, as a descheduled process would:
+        // for some milliseconds, or until the test writes a line once it is told "paused".
+        switch Self.pauseBeforeLock {
+        case "line"?:
+            FileHandle.standardError.write(Data("paused\n".utf8))
+            _ = readLine()
+        case let milliseconds?: try await Task.sleep(for: .milliseconds(Int(milliseconds) ?? 0))
+        case nil: break
+        }
         #endif
         let before = lookup.candidate?.version
         var (lock, waited) = try await cache.fetchLocks.acquire(
@@ -207,10 +214,9 @@ struct HTTPExchange: Sendable {
     }
 
     #if DEBUG
-    /// `SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK_MS`: milliseconds to pause between the first lookup
-    /// and taking the fetch lock (debug builds only).
-    static let pauseBeforeLock = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK_MS"]
-        .flatMap(Int.init)
+    /// `SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK`: how to pause between the first lookup and taking
+    /// the fetch lock, milliseconds or `line` (debug builds only).
+    static let pauseBeforeLock = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK"]
     #endif
 
     /// Fresh enough to serve without a request: usable by RFC 9111 §4.2 and the request's own

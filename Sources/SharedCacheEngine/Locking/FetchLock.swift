@@ -86,6 +86,12 @@ package final class FetchLock: @unchecked Sendable {
 package final class FetchLocks: Sendable {
     static let idleLimit = 16
 
+    #if DEBUG
+    /// `SHAREDCACHE_TEST_SAY_WHEN_WAITING` (debug builds only): a fetch that finds its URL's
+    /// lock taken says "waiting" on standard error, once.
+    static let saysWhenWaiting = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_SAY_WHEN_WAITING"] != nil
+    #endif
+
     private let directory: CacheDirectory
     private let idle = Locked<[FetchLock]>([])
 
@@ -113,6 +119,10 @@ package final class FetchLocks: Sendable {
             let lock = try take(name) ?? FetchLock(name: name, file: try open(name), pool: self)
             while true {
                 if try lock.file.tryLock(.exclusive) { break }
+                #if DEBUG
+                // Tests wait for this before they let the holder go on.
+                if !waited, Self.saysWhenWaiting { FileHandle.standardError.write(Data("waiting\n".utf8)) }
+                #endif
                 waited = true
                 let now = Clock.monotonicNanoseconds()
                 guard now < deadline else { return (nil, waited) }

@@ -30,9 +30,12 @@
 //       one fetch through the cache; waits for any background revalidation it started; prints
 //       "source=S status=N bytes=N sha=HASH". With on-go, it prints "ready" once the cache is
 //       open and fetches when a line arrives on stdin, so that several workers start together.
-//       With SHAREDCACHE_TEST_SEND_DELAY_MS, says "sending" on standard error as it starts
-//       holding a request back. With SHAREDCACHE_TEST_RANGE, the request asks for that `Range`
-//       (a value such as "bytes=0-99").
+//       With SHAREDCACHE_TEST_SEND_DELAY_MS (milliseconds) or SHAREDCACHE_TEST_HOLD_SEND (until a
+//       line on stdin), says "sending" on standard error as it starts holding a request back.
+//       With SHAREDCACHE_TEST_RANGE, the request asks for that `Range` (a value such as
+//       "bytes=0-99"). The library's debug hooks SHAREDCACHE_TEST_SAY_WHEN_WAITING ("waiting" on
+//       standard error when the URL's fetch lock is taken) and SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK
+//       (milliseconds, or "line": "paused", then a line on stdin) apply.
 //   sharedcache-test-worker session-fetch DIR URL [on-go]
 //       one GET through a URLSession made from a configuration the cache was installed in
 //       (`install(in:)`), on a line on stdin with on-go, as `fetch`; prints "status=N bytes=N"
@@ -129,27 +132,30 @@ func awaitGo() {
     guard readLine() != nil else { fail("stdin closed before the go") }
 }
 
-/// URLSession, with every request held back SHAREDCACHE_TEST_SEND_DELAY_MS first; says
-/// "sending" on standard error as it starts holding one back (the URL's fetch lock is held then).
+/// URLSession, with every request held back first: SHAREDCACHE_TEST_SEND_DELAY_MS milliseconds,
+/// or with SHAREDCACHE_TEST_HOLD_SEND until a line arrives on stdin. Says "sending" on standard
+/// error as it starts holding one back (the URL's fetch lock is held then).
 struct DelayedTransport: HTTPTransport {
     let delay = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_SEND_DELAY_MS"].flatMap(Int.init) ?? 0
+    let holds = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_HOLD_SEND"] != nil
 
     func send(_ request: URLRequest) async throws -> TransportResponse {
-        if delay > 0 {
-            FileHandle.standardError.write(Data("sending\n".utf8))
-            try await Task.sleep(for: .milliseconds(delay))
-        }
+        try await holdBack()
         return try await URLSessionTransport().send(request)
     }
 
     func send(_ request: URLRequest, streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void)
         async throws -> TransportResponse
     {
-        if delay > 0 {
-            FileHandle.standardError.write(Data("sending\n".utf8))
-            try await Task.sleep(for: .milliseconds(delay))
-        }
+        try await holdBack()
         return try await URLSessionTransport().send(request, streamingTo: receive)
+    }
+
+    private func holdBack() async throws {
+        guard delay > 0 || holds else { return }
+        FileHandle.standardError.write(Data("sending\n".utf8))
+        if holds { awaitGo() }
+        try await Task.sleep(for: .milliseconds(delay))
     }
 }
 

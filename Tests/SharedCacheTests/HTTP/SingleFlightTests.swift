@@ -36,7 +36,7 @@ struct SingleFlightTests {
     /// just after another one released it sent the request it had planned on its stale lookup,
     /// so a cold URL was downloaded twice (2 trials in 9, five processes). The lookup is now
     /// repeated after every acquisition. Half the workers pause between lookup and lock (as a
-    /// descheduled process would, `SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK_MS`), so every trial
+    /// descheduled process would, `SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK`), so every trial
     /// has a late locker; the other half race as they come.
     @Test func eightColdProcessesDownloadEachURLOnceInEveryTrial() async throws {
         let trials = 10
@@ -45,7 +45,7 @@ struct SingleFlightTests {
         let workers = try (0..<8).map { number in
             try Worker.start(
                 ["fetch-series", directory("cache"), origin.url("/fresh/race").absoluteString, "\(trials)"],
-                environment: number % 2 == 0 ? [:] : ["SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK_MS": "120"], input: .pipe)
+                environment: number % 2 == 0 ? [:] : ["SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK": "120"], input: .pipe)
         }
         for worker in workers { #expect(await worker.nextLine(within: .seconds(300)) == "ready") }
         // Each trial starts every worker's fetch of its URL at once, after all ended the last.
@@ -67,24 +67,57 @@ struct SingleFlightTests {
         #expect(lines.joined().filter { $0 == "source=downloaded status=200" }.count == trials)
     }
 
-    /// Starts `count` `fetch` workers on `path` together (each opens the cache and says "ready";
-    /// once all have, all are told to go), each holding every request it sends back `delay` ms
-    /// so the first one's is surely under way when the others look; the odd ones pause `pause`
-    /// ms between their lookup and the lock. A worker that looks up later than `delay` after
-    /// the first finds the entry stale again (these paths have max-age=0), so `delay` is what a
-    /// loaded run may lag by.
-    func fetchTogether(_ path: String, count: Int, delay: Int, pause: Int = 0) async throws -> [[String]] {
-        let workers = try (0..<count).map { number in
-            try Worker.start(
-                ["fetch", directory("cache"), origin.url(path).absoluteString, "on-go"],
+    /// Where the workers after the first are while the first holds its request back.
+    enum Others {
+        /// Waiting for the URL's fetch lock, which the first holds.
+        case waiting
+        /// The odd ones paused between their lookup and the lock, the even ones waiting for it.
+        case oddOnesPausedBeforeTheLock
+        /// Done: they did not need the lock.
+        case done
+    }
+
+    /// Runs `count` `fetch` workers on `path`, each step on a signal from them: once all have
+    /// opened the cache, the first fetches and holds its request back ("sending": it holds the
+    /// URL's fetch lock); then the others fetch, and once each is where `others` says, the first
+    /// sends its request; once it ended, the paused ones go on. The others hold every request
+    /// they send back `delay` ms, so that requests sent one after another are that far apart.
+    func fetchTogether(_ path: String, count: Int, others: Others, delay: Int = 0) async throws -> [[String]] {
+        let url = origin.url(path).absoluteString
+        let first = try Worker.start(
+            ["fetch", directory("cache"), url, "on-go"], environment: ["SHAREDCACHE_TEST_HOLD_SEND": "1"],
+            input: .pipe)
+        let rest = try (1..<count).map { number in
+            let pauses = others == .oddOnesPausedBeforeTheLock && number % 2 == 1
+            return try Worker.start(
+                ["fetch", directory("cache"), url, "on-go"],
                 environment: [
-                    "SHAREDCACHE_TEST_SEND_DELAY_MS": "\(delay)",
-                    "SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK_MS": number % 2 == 1 ? "\(pause)" : "0",
+                    "SHAREDCACHE_TEST_SEND_DELAY_MS": "\(delay)", "SHAREDCACHE_TEST_SAY_WHEN_WAITING": "1",
+                    "SHAREDCACHE_TEST_PAUSE_BEFORE_LOCK": pauses ? "line" : "0",
                 ], input: .pipe)
         }
-        for worker in workers { #expect(await worker.nextLine(within: .seconds(300)) == "ready") }
-        for worker in workers { worker.send("go") }
-        return await finish(workers)
+        for worker in [first] + rest { #expect(await worker.nextLine(within: .seconds(300)) == "ready") }
+        first.send("go")
+        #expect(await offThePool { first.errors?.nextLine(within: .seconds(300)) } == "sending")
+        for worker in rest { worker.send("go") }
+        var lines = [[String]](repeating: [], count: count)
+        for (index, worker) in rest.enumerated() {
+            let number = index + 1
+            switch others {
+            case .done:
+                if let line = await worker.nextLine(within: .seconds(300)) { lines[number].append(line) }
+            case .waiting, .oddOnesPausedBeforeTheLock:
+                let expected = others == .oddOnesPausedBeforeTheLock && number % 2 == 1 ? "paused" : "waiting"
+                #expect(await offThePool { worker.errors?.nextLine(within: .seconds(300)) } == expected)
+            }
+        }
+        first.send("send")
+        lines[0] = await finish([first])[0]
+        if others == .oddOnesPausedBeforeTheLock {
+            for (index, worker) in rest.enumerated() where (index + 1) % 2 == 1 { worker.send("go on") }
+        }
+        for (index, more) in await finish(rest).enumerated() { lines[index + 1] += more }
+        return lines
     }
 
     /// Collapsed revalidation: processes that ask for a stale entry at the same time share one
@@ -96,7 +129,7 @@ struct SingleFlightTests {
         try origin.write("/refreshed/shared.txt", "shared body")
         let cache = try SharedCache(directory: directory("cache"))
         _ = try await cache.fetch(URLRequest(url: origin.url("/refreshed/shared.txt")))
-        let lines = try await fetchTogether("/refreshed/shared.txt", count: 6, delay: 5000, pause: 5300)
+        let lines = try await fetchTogether("/refreshed/shared.txt", count: 6, others: .oddOnesPausedBeforeTheLock)
         let sources = lines.flatMap { $0 }.map { String($0.split(separator: " ")[0]) }
         #expect(sources.filter { $0 == "source=revalidated" }.count == 1, "\(sources)")
         #expect(sources.filter { $0 == "source=fresh" }.count == 5, "\(sources)")
@@ -112,7 +145,8 @@ struct SingleFlightTests {
         let cache = try SharedCache(directory: directory("cache"))
         _ = try await cache.fetch(URLRequest(url: origin.url("/plain/stays-stale.txt")))
         let delay = 3000
-        let lines = try await fetchTogether("/plain/stays-stale.txt", count: 4, delay: delay).flatMap { $0 }
+        let lines = try await fetchTogether("/plain/stays-stale.txt", count: 4, others: .waiting, delay: delay)
+            .flatMap { $0 }
         #expect(lines.count == 4 && lines.allSatisfy { $0.hasPrefix("source=revalidated status=200") }, "\(lines)")
         #expect(lines.filter { $0.contains("; collapsed=?0") }.count == 3, "\(lines)")
         let logged = origin.requests(atLeast: 5)
@@ -125,7 +159,8 @@ struct SingleFlightTests {
     @Test func processesWaitingForAnUnstorableDownloadFetchAtOnce() async throws {
         try origin.write("/nostore/each.txt", "never stored")
         let delay = 3000
-        let lines = try await fetchTogether("/nostore/each.txt", count: 4, delay: delay).flatMap { $0 }
+        let lines = try await fetchTogether("/nostore/each.txt", count: 4, others: .waiting, delay: delay)
+            .flatMap { $0 }
         #expect(lines.count == 4 && lines.allSatisfy { $0.hasPrefix("source=downloaded status=200") }, "\(lines)")
         let logged = origin.requests(atLeast: 4)
         #expect(logged.count == 4)
@@ -146,7 +181,7 @@ struct SingleFlightTests {
         try origin.write("/h/swr/shared.txt", "stale is fine")
         let cache = try SharedCache(directory: directory("cache"))
         _ = try await cache.fetch(URLRequest(url: origin.url("/h/swr/shared.txt")))
-        let lines = try await fetchTogether("/h/swr/shared.txt", count: 6, delay: 5000)
+        let lines = try await fetchTogether("/h/swr/shared.txt", count: 6, others: .done)
         let sources = lines.flatMap { $0 }.map { String($0.split(separator: " ")[0]) }
         #expect(sources.allSatisfy { $0 == "source=stale" }, "\(sources)")
         #expect(origin.requests(atLeast: 2).map(\.status) == [200, 304])
