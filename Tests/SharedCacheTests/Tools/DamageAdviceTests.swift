@@ -12,7 +12,7 @@ import Darwin
 /// Issue 18: damage that was reported as "an I/O error; check the disk and the kernel log", or
 /// with Swift debug text, or with advice that does not work. Each case plants the damage, checks
 /// the exit status and that the error is one plain line, then does what the message says to
-/// do and uses the cache.
+/// do, taking the path and the command out of the message (``Advice``), and uses the cache.
 @Suite("sharedcache, damage reported with the right status and advice that works")
 struct DamageAdviceTests: AdminToolSuite {
     let directory: TemporaryDirectory
@@ -55,9 +55,11 @@ struct DamageAdviceTests: AdminToolSuite {
         let result = try await run("ls")
         #expect(result.status == (damage == "fifo" ? 69 : 65))
         #expect(isOneHumanLine(result.errors), "\(result.errors)")
-        // The advice: remove it and run `sharedcache verify --repair`.
-        try FileManager.default.removeItem(atPath: segment)
-        #expect(try await run("verify", "--repair").status == 0)
+        // Remove it and run the command.
+        let advice = Advice(result.errors)
+        #expect(try advice.path() == segment)
+        try FileManager.default.removeItem(atPath: try advice.path())
+        #expect(try await runAdvised(try advice.command()).status == 0)
         try await expectUsable()
     }
 
@@ -68,8 +70,8 @@ struct DamageAdviceTests: AdminToolSuite {
         let result = try await run("ls")
         #expect(result.status == 69)
         #expect(isOneHumanLine(result.errors), "\(result.errors)")
-        // The advice: remove it; the manifest is rebuilt from the blobs.
-        try FileManager.default.removeItem(atPath: "\(cache)/manifest")
+        // Remove it and open the cache again: the manifest is rebuilt from the blobs.
+        try FileManager.default.removeItem(atPath: try Advice(result.errors).path())
         #expect(try await run("ls").status == 0)
         try await expectUsable()
     }
@@ -83,8 +85,8 @@ struct DamageAdviceTests: AdminToolSuite {
         #expect(isOneHumanLine(result.errors), "\(result.errors)")
         let daemon = try await Tool.daemon.run(["--dir", cache, "--once"])
         #expect(daemon.status == 69)
-        // The advice: remove it; the next compactor makes a new one.
-        try FileManager.default.removeItem(atPath: "\(cache)/daemon")
+        // Remove it and start the compactor again: it makes a new one.
+        try FileManager.default.removeItem(atPath: try Advice(result.errors).path())
         #expect(try await run("compact").status == 0)
         #expect(try await Tool.daemon.run(["--dir", cache, "--once"]).status == 0)
         try await expectUsable()
@@ -104,6 +106,7 @@ struct DamageAdviceTests: AdminToolSuite {
     @Test(arguments: ["config", "manifest", "format", "lock", "daemon", "stats"])
     func aSymbolicLinkWhereACacheFileBelongs(name: String) async throws {
         try await populate()
+        #expect(try await run("config", "size-limit", "7M").status == 0)
         let file = "\(cache)/\(name)", aside = directory("\(name).aside")
         if !FileManager.default.fileExists(atPath: file) {
             _ = FileManager.default.createFile(atPath: file, contents: nil)
@@ -113,11 +116,15 @@ struct DamageAdviceTests: AdminToolSuite {
         let result = try await run("compact")
         #expect(result.status == 69)
         #expect(isOneHumanLine(result.errors), "\(result.errors)")
-        // The advice: remove the link, and put a copy of what it points to in its place; for a
-        // lock or the counters (which hold nothing to keep), only remove it.
-        try FileManager.default.removeItem(atPath: file)
-        if !["lock", "daemon", "stats"].contains(name) { try FileManager.default.copyItem(atPath: aside, toPath: file) }
+        // Remove the link; where the message says so, put a copy of what it points to in its
+        // place. A lock or the counters hold nothing to keep, and a copy of any file would do.
+        let link = try Advice(result.errors).path()
+        #expect(link == file)
+        let target = try FileManager.default.destinationOfSymbolicLink(atPath: link)
+        try FileManager.default.removeItem(atPath: link)
+        if result.errors.contains("put a copy") { try FileManager.default.copyItem(atPath: target, toPath: link) }
         #expect(try await run("compact").status == 0)
+        #expect(try await run("config", "size-limit").output == "7000000\n", "the limit set before is kept")
         try await expectUsable()
     }
 
@@ -169,9 +176,10 @@ struct DamageAdviceTests: AdminToolSuite {
         let result = try await run("stat")
         #expect(result.status == 65)
         #expect(isOneHumanLine(result.errors), "\(result.errors)")
-        // The advice: fix the line, or remove the file and set the limits again.
-        try FileManager.default.removeItem(atPath: "\(cache)/config")
-        #expect(try await run("config", "size-limit", "5M").status == 0)
+        // Remove the file and set the limits again with the command.
+        let advice = Advice(result.errors)
+        try FileManager.default.removeItem(atPath: try advice.path())
+        #expect(try await runAdvised(try advice.command(), "size-limit", "5M").status == 0)
         #expect(try await run("config", "size-limit").output == "5000000\n")
         try await expectUsable()
     }
@@ -183,8 +191,55 @@ struct DamageAdviceTests: AdminToolSuite {
         let result = try await run("stat")
         #expect(result.status == 65)
         #expect(isOneHumanLine(result.errors), "\(result.errors)")
-        // The advice: write the line `sharedcache 1.0` into it.
-        try Data("sharedcache 1.0\n".utf8).write(to: URL(fileURLWithPath: "\(cache)/format"))
+        // Write exactly the line the message names into the file it names. (A line of an older
+        // version would pass whatever the message said: the cache would upgrade from it.)
+        let advice = Advice(result.errors)
+        try Data("\(try advice.quoted())\n".utf8).write(to: URL(fileURLWithPath: try advice.path()))
         try await expectUsable()
+        #expect(try await run("stat").status == 0)
+    }
+
+    /// Runs the `sharedcache` command an error message advised, with `arguments` after it, on
+    /// ``cache`` (the user's cache, as `SHAREDCACHE_DIR` names it).
+    func runAdvised(_ command: [String], _ arguments: String...) async throws -> Worker.Result {
+        try #require(command.first == "sharedcache", "not a sharedcache command: \(command)")
+        return try await Tool.admin.run(Array(command.dropFirst()) + arguments, environment: ["SHAREDCACHE_DIR": cache])
+    }
+}
+
+/// What an error message tells a person to do, taken out of its text, so that a test does
+/// exactly that: a test that kept its own copy of the advice would pass whatever the message
+/// said. Each part fails the test (`#require`) when the message holds nothing of its shape.
+struct Advice {
+    /// The message: the tool's line on standard error, or a ``SharedCacheError``'s message.
+    let message: String
+
+    init(_ message: String) { self.message = message }
+
+    /// The longest absolute path the message names: the file or folder it is about (a message
+    /// may name the cache's root first, as what was being opened).
+    func path(sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        let paths = message.split(whereSeparator: \.isWhitespace).filter { $0.hasPrefix("/") }.map {
+            String($0.reversed().drop { ",;:)]'`".contains($0) }.reversed())
+        }
+        return try #require(paths.max { $0.count < $1.count }, "no path in: \(message)", sourceLocation: sourceLocation)
+    }
+
+    /// The command the message puts in backquotes, as its words.
+    func command(sourceLocation: SourceLocation = #_sourceLocation) throws -> [String] {
+        try enclosed(by: "`", sourceLocation: sourceLocation).split(separator: " ").map(String.init)
+    }
+
+    /// The text the message puts in single quotes (a line to write into a file).
+    func quoted(sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        try enclosed(by: "'", sourceLocation: sourceLocation)
+    }
+
+    private func enclosed(by mark: Character, sourceLocation: SourceLocation) throws -> String {
+        let parts = message.split(separator: mark, omittingEmptySubsequences: false)
+        try #require(
+            parts.count >= 3 && !parts[1].isEmpty, "nothing in \(mark)…\(mark) in: \(message)",
+            sourceLocation: sourceLocation)
+        return String(parts[1])
     }
 }
