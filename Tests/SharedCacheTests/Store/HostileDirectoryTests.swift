@@ -27,14 +27,27 @@ struct HostileDirectoryTests {
         }
     }
 
+    /// The refusal's advice, run as it names it (`chmod o-w`, not back to 0700: the group keeps
+    /// its bits), then the cache stores and reads.
     @Test func aRootEveryUserMayWriteIsRefused() throws {
         let directory = try TemporaryDirectory()
-        _ = try SharedCache(directory: directory("cache"))
+        try SharedCache(directory: directory("cache")).put(key: "before", data: Data("kept".utf8))
         chmod(directory("cache"), 0o777)
         let error = #expect(throws: SharedCacheError.self) { try SharedCache(directory: directory("cache")) }
         #expect(error?.code == .unsafePath && error?.path == directory("cache"), "\(String(describing: error))")
-        chmod(directory("cache"), 0o700)
-        _ = try SharedCache(directory: directory("cache"))
+        // "run chmod o-w on it": the command the refusal names, on the path it names.
+        let message = try #require(error?.message)
+        let start = try #require(message.range(of: "run "), "\(message)")
+        let end = try #require(message[start.upperBound...].range(of: " on it"), "\(message)")
+        let named = message[start.upperBound..<end.lowerBound].split(separator: " ").map(String.init)
+        try #require(named.first == "chmod", "\(message)")
+        let step = try ChildProcess.run(
+            URL(fileURLWithPath: "/bin/chmod"), arguments: named.dropFirst() + [try #require(error?.path)])
+        #expect(step.termination == .exited(0), "\(named): \(step.output)")
+        let cache = try SharedCache(directory: directory("cache"))
+        #expect(try cache.get(key: "before")?.data == Data("kept".utf8))
+        try cache.put(key: "after", data: Data("new".utf8))
+        #expect(try cache.get(key: "after")?.data == Data("new".utf8))
     }
 
     @Test func aRootThatIsASymbolicLinkIsRefused() throws {
@@ -54,10 +67,15 @@ struct HostileDirectoryTests {
         try FileManager.default.createSymbolicLink(atPath: directory("cache/\(folder)"), withDestinationPath: directory("elsewhere"))
         let error = #expect(throws: SharedCacheError.self) { try SharedCache(directory: directory("cache")) }
         #expect(error?.code == .unsafePath && error?.path == directory("cache/\(folder)"), "\(String(describing: error))")
-        // Put back as the message says: the cache opens again.
-        try FileManager.default.removeItem(atPath: directory("cache/\(folder)"))
-        try FileManager.default.moveItem(atPath: directory("elsewhere"), toPath: directory("cache/\(folder)"))
-        _ = try SharedCache(directory: directory("cache"))
+        // Replace the link the error names with the folder it points to: the cache opens
+        // again, stores and reads.
+        let link = try #require(error?.path)
+        let folderPointedTo = try FileManager.default.destinationOfSymbolicLink(atPath: link)
+        try FileManager.default.removeItem(atPath: link)
+        try FileManager.default.moveItem(atPath: folderPointedTo, toPath: link)
+        let cache = try SharedCache(directory: directory("cache"))
+        try cache.put(key: "k", data: Data("v".utf8))
+        #expect(try cache.get(key: "k")?.data == Data("v".utf8))
     }
 
     /// Hands the directory to another user, then opens it as root: not root's cache. (Needs
