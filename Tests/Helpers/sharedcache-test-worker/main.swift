@@ -9,6 +9,9 @@
 //       one operation; get prints the body, or exits 1 on a miss; compact runs one compaction
 //       pass and prints "evicted=N". SHAREDCACHE_TEST_SHARING=group opens with Sharing.group;
 //       SHAREDCACHE_TEST_UMASK=022 sets the umask first.
+//   sharedcache-test-worker hold-lock FILE
+//       takes an exclusive flock on FILE, prints "holding", and holds it until killed or until
+//       its standard input ends: a stopped or hung process that holds one of the cache's locks.
 //   sharedcache-test-worker subscribe DIR events|polling [MILLISECONDS]
 //       subscribes to removals and prints one line per removal, "SEQUENCE HASH REASON" (sequence
 //       "-" when learned by resynchronising), until the removal of the key "__end__"; then
@@ -312,6 +315,14 @@ do {
         let cache = try SharedCache(directory: directory, configuration: configuration)
         let report = try cache.compact()
         print("evicted=\(report.expiredCount + report.evictedForSpaceCount)")
+
+    case "hold-lock":
+        // FILE is the "DIR" argument: a lock of the cache's (`lock`, a journal segment).
+        let file = open(directory, O_RDWR)
+        guard file >= 0, flock(file, LOCK_EX) == 0 else { fail("could not lock \(directory): errno \(errno)") }
+        FileHandle.standardOutput.write(Data("holding\n".utf8))
+        // Hung: it lets go only when it ends (killed, or its standard input closed).
+        while FileHandle.standardInput.availableData.count > 0 {}
 
     case "subscribe":
         let interval = arguments.count > 4 ? Int(arguments[4]).map { Duration.milliseconds($0) } : nil
