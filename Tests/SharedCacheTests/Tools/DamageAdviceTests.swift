@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 import Testing
 
 @testable import SharedCache
@@ -197,6 +198,78 @@ struct DamageAdviceTests: AdminToolSuite {
         try Data("\(try advice.quoted())\n".utf8).write(to: URL(fileURLWithPath: try advice.path()))
         try await expectUsable()
         #expect(try await run("stat").status == 0)
+    }
+
+    /// A folder where the cache keeps a file: read (`config`) or opened to write (`lock`), the
+    /// error names it and says to remove it.
+    @Test(arguments: ["config", "lock"])
+    func aFolderWhereACacheFileBelongs(name: String) async throws {
+        try await populate()
+        try FileManager.default.removeItem(atPath: "\(cache)/\(name)")
+        try FileManager.default.createDirectory(atPath: "\(cache)/\(name)", withIntermediateDirectories: false)
+        let result = try await run("put", "k4", input: "v4")
+        #expect(result.status == 69)
+        #expect(isOneHumanLine(result.errors), "\(result.errors)")
+        let path = try Advice(result.errors).path()
+        #expect(path == "\(cache)/\(name)")
+        try FileManager.default.removeItem(atPath: path)
+        try await expectUsable()
+    }
+
+    /// A file where the cache's `tmp/` folder belongs: the error says a component of a path in
+    /// it is not a folder, and to remove the stray file. Once removed, nothing makes `tmp/`
+    /// again, and every write fails saying it "vanished; try again".
+    @Test func aFileWhereTheTemporaryFolderBelongs() async throws {
+        try await populate()
+        try FileManager.default.removeItem(atPath: "\(cache)/tmp")
+        _ = FileManager.default.createFile(atPath: "\(cache)/tmp", contents: Data("stray".utf8))
+        let result = try await run("compact")
+        #expect(result.status == 69)
+        #expect(isOneHumanLine(result.errors), "\(result.errors)")
+        // The stray file: the first component of the named path that is not a folder.
+        var component = try Advice(result.errors).path()
+        var isFolder: ObjCBool = false
+        while !(FileManager.default.fileExists(atPath: component, isDirectory: &isFolder) && !isFolder.boolValue) {
+            try #require(component.hasPrefix(cache + "/"), "no stray file on the path: \(result.errors)")
+            component = (component as NSString).deletingLastPathComponent
+        }
+        #expect(component == "\(cache)/tmp")
+        try FileManager.default.removeItem(atPath: component)
+        await withKnownIssue("the cache never makes tmp/ again (found by this test; not fixed here)") {
+            try await expectUsable()
+            #expect(try await run("compact").status == 0)
+        }
+    }
+
+    /// Too few file descriptors: the error says to raise the limit with the command it names in
+    /// parentheses; under a raised limit the same put works. (The worker, to see the code.)
+    @Test func tooFewFileDescriptors() async throws {
+        try await populate()
+        func put(after limit: String) async throws -> Worker.Result {
+            await Worker.Result(
+                finishing: try ChildProcess(
+                    URL(fileURLWithPath: "/bin/sh"),
+                    arguments: [
+                        "-c", "\(limit); exec \"$0\" \"$@\"", Worker.executable.path, "put", cache, "k4", "v4",
+                    ],
+                    errors: .captured))
+        }
+        // The smallest limits fail before the cache opens a file, the larger ones not at all.
+        var failure: (limit: String, result: Worker.Result)?
+        for descriptors in 3...64 where failure == nil {
+            let limit = "ulimit -S -n \(descriptors)"
+            let result = try await put(after: limit)
+            if result.errorCode == "tooManyOpenFiles" { failure = (limit, result) }
+            if result.status == 0 { break }
+        }
+        let message = try #require(failure, "no limit made the put run out of descriptors").result.errors
+        let command = try #require(message.split(separator: "(").dropFirst().first?.split(separator: ")").first)
+        // The same low limit, then the command with a higher number.
+        let lowered = try #require(failure?.limit)
+        let raised = try await put(after: "\(lowered); \(command) 256")
+        #expect(raised.status == 0, "\(command): \(raised.errors)")
+        #expect(try await run("get", "k4").output == "v4")
+        try await expectUsable()
     }
 
     /// Runs the `sharedcache` command an error message advised, with `arguments` after it, on
