@@ -131,7 +131,7 @@ package final class CacheDirectory: Sendable {
     ) throws -> Result {
         let temporary = temporaryName(for: purpose)
         do {
-            let file = try open(temporary, flags: O_RDWR | O_CREAT | O_EXCL)
+            let file = try openNewTemporaryFile(temporary)
             _ = try file.tryLock(.exclusive)  // a new file: nobody else can hold it
             try write(file)
             if durable { try file.synchronizeData() }
@@ -141,6 +141,19 @@ package final class CacheDirectory: Sendable {
         } catch {
             try? removeFile(temporary)
             throw error
+        }
+    }
+
+    /// Creates the temporary file `name`, making the temporary folder again if it is gone: a
+    /// stray file that stood in its place was removed, as the error about it advised.
+    private func openNewTemporaryFile(_ name: String) throws(SystemError) -> FileDescriptor {
+        let flags = O_RDWR | O_CREAT | O_EXCL
+        do {
+            return try open(name, flags: flags)
+        } catch {
+            guard error.errno == ENOENT, try status(of: temporaryFolder) == nil else { throw error }
+            try makeDirectory(temporaryFolder)
+            return try open(name, flags: flags)
         }
     }
 

@@ -48,6 +48,7 @@ extension CacheDirectory {
             }
             try directory.refuseLinkedFolders()
             let format = try directory.checkFormat()
+            try directory.restoreMissingFolders()
             return (directory, lock, try directory.readConfiguration(defaults: shared), format)
         }
     }
@@ -198,6 +199,17 @@ extension CacheDirectory {
                         : "remove the link and put a copy of the file it points to in its place, then open the "
                             + "cache again"),
             path: "\(path)/\(link)")
+    }
+
+    /// Makes again the layout's folders that are gone: a stray file stood in the place of one,
+    /// and was removed as the error about it advised. What they held is gone with them; the
+    /// bodies the journal still names are found missing and reported, as any lost body is.
+    private func restoreMissingFolders() throws {
+        for name in [Self.journalDirectory, Self.packsDirectory, Self.temporaryDirectory]
+        where try status(of: name) == nil {
+            try makeDirectory(name)
+        }
+        if try status(of: Self.blobsDirectory) == nil { try BlobFileStore.makeFolders(in: self) }
     }
 
     /// Refuses a directory written by a newer major version, or one that is not a cache.

@@ -28,6 +28,17 @@ struct TemporaryFileTests {
         #expect(try cache.get(key: "k")?.data == Data("v".utf8))
     }
 
+    /// The temporary folder removed under an open cache (a stray file stood in its place, and was
+    /// removed as the error about it advised) is made again by the next write that needs it.
+    @Test func aTemporaryFolderRemovedUnderAnOpenCacheIsMadeAgain() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        try FileManager.default.removeItem(atPath: directory("cache/tmp"))
+        let body = Data(repeating: 7, count: 300_000)  // over the pack threshold: a blob, written in tmp/ first
+        try cache.put(key: "big", data: body)
+        #expect(try cache.get(key: "big")?.data == body)
+    }
+
     @Test func aLockedTemporaryFileIsKeptHoweverOldAndAnUnlockedOneGoes() throws {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))
