@@ -198,7 +198,15 @@ package final class LiveIndex {
         switch try advance() {
         case .upToDate: return
         case .stoppedAtCorruption: corruptionStops += 1
-        case .mustResynchronize: try resynchronize()
+        case .mustResynchronize:
+            do {
+                try resynchronize()
+            } catch {
+                // Lost: the next call looks at the journal again rather than trust the shared
+                // counter, so no put lands in a segment that is gone while the position stays lost.
+                lastJournalCheck = 0
+                throw error
+            }
         }
     }
 

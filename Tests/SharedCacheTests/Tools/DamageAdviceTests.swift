@@ -249,6 +249,41 @@ struct DamageAdviceTests: AdminToolSuite {
         #expect(try await run("compact").status == 0)
     }
 
+    /// The manifest and every journal segment deleted under a process that has the cache open:
+    /// it lost its journal position and finds no manifest and segment that agree, and says to
+    /// run `sharedcache verify --repair`; until then every call says so (a put appended to the
+    /// deleted segment, where no other process reads). Run, the repair rebuilds what the bodies
+    /// and journal still hold, and the process that lost its place goes on from there.
+    @Test func aJournalPositionLostUnderAnOpenCache() async throws {
+        try await populate()
+        let open = try SharedCache(directory: cache)
+        #expect(try open.get(key: "k1")?.data == Data("v1".utf8))
+        try FileManager.default.removeItem(atPath: "\(cache)/manifest")
+        for name in try FileManager.default.contentsOfDirectory(atPath: "\(cache)/journal") {
+            try FileManager.default.removeItem(atPath: "\(cache)/journal/\(name)")
+        }
+        // Noticed at its next look at the journal itself (within the check interval, 50 ms).
+        var lost: SharedCacheError?
+        #expect(
+            try await eventually {
+                do {
+                    _ = try open.get(key: "k1")
+                    return false
+                } catch let error as SharedCacheError {
+                    lost = error
+                    return true
+                }
+            })
+        #expect(lost?.code == .corruptData, "\(String(describing: lost))")
+        #expect(throws: SharedCacheError.self) { try open.put(key: "k4", data: Data("v4".utf8)) }
+        #expect(try await runAdvised(try Advice(try #require(lost?.message)).command()).status == 0)
+        try open.put(key: "k4", data: Data("v4".utf8))
+        #expect(try await run("get", "k4").output == "v4", "stored where every process reads")
+        #expect(try await run("put", "new", input: "n").status == 0)
+        #expect(try await run("get", "new").output == "n")
+        #expect(try await run("verify").status == 0)
+    }
+
     /// Too few file descriptors: the error says to raise the limit with the command it names in
     /// parentheses; under a raised limit the same put works. (The worker, to see the code.)
     @Test func tooFewFileDescriptors() async throws {
