@@ -161,6 +161,15 @@ package final class Compactor: Sendable {
         -> CompactionReport
     {
         let start = Clock.monotonicNanoseconds()
+        // Timed here, around the steps: a `defer` in them ran after `return` had copied the report.
+        var report = try steps(options, shouldStop: shouldStop)
+        report.duration = .nanoseconds(Clock.monotonicNanoseconds() - start)
+        return report
+    }
+
+    private func steps(_ options: CompactionOptions, shouldStop: () -> Bool) throws(SharedCacheError)
+        -> CompactionReport
+    {
         let configuration = cache.configuration
         let now = cache.now()
         let (plan, entriesBefore, bytesBefore) = try cache.directory.perform("planning a compaction") {
@@ -178,7 +187,6 @@ package final class Compactor: Sendable {
             entriesAfter: entriesBefore - plan.victims.count, bytesAfter: bytesBefore - plan.bytes,
             evictions: plan.victims.map(Self.eviction), checkpoint: nil, orphansRemoved: 0, blobsUnlinked: 0,
             stoppedEarly: false, duration: .zero)
-        defer { report.duration = .nanoseconds(Clock.monotonicNanoseconds() - start) }
         guard !options.dryRun else { return report }
 
         try adoptJournaledRemovals()
