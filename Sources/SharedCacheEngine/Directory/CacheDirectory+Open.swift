@@ -242,10 +242,14 @@ extension CacheDirectory {
         }
     }
 
-    /// Throws `.notACacheDirectory` when a directory without a `format` file holds anything
-    /// other than a half-finished cache layout.
+    /// Throws unless a directory without a `format` file is empty or a creation that died
+    /// half-way (which `initialize` finishes): `.notACacheDirectory` when it holds anything a
+    /// creation does not make, even under a layout name (a `config` of another program, a
+    /// `tmp/notes.txt`), and `.corruptData` when it holds a cache that was used (journal records,
+    /// bodies) and lost its `format` file, which finishing it would misread.
     private static func refuseIfForeign(root: borrowing FileDescriptor, path: String) throws {
-        let foreign = try root.entries(of: ".").filter { !layoutNames.contains($0) }
+        let names = try root.entries(of: ".")
+        let foreign = try names.filter { !layoutNames.contains($0) } + strayEntries(root: root, among: names)
         guard foreign.isEmpty else {
             let examples = foreign.sorted().prefix(3).joined(separator: ", ")
             throw SharedCacheError(
@@ -254,6 +258,86 @@ extension CacheDirectory {
                     + "file); choose an empty or new directory",
                 path: path)
         }
+        let segments = names.contains(journalDirectory) ? try root.entries(of: journalDirectory).sorted() : []
+        guard try wasUsed(root: root, names: names, segments: segments) else { return }
+        // The version its journal was written in: the line to write back.
+        var line = String(decoding: FormatVersion.current.encoded().dropLast(), as: UTF8.self)
+        if let newest = segments.last,
+            let major = try journalVersion(root: root, segment: "\(journalDirectory)/\(newest)"),
+            major != FormatVersion.current.major
+        {
+            line = "sharedcache \(major).0"
+        }
+        throw SharedCacheError(
+            .corruptData,
+            "\(path) holds a cache (journal records or bodies) whose format file is missing; write the one line "
+                + "'\(line)' into \(path)/format",
+            path: "\(path)/format")
+    }
+
+    /// What a layout name of a directory without a `format` file holds that a creation does not
+    /// make: another program's `config`, a file where a folder belongs, a name in a folder that
+    /// is not one of the cache's.
+    private static func strayEntries(root: borrowing FileDescriptor, among names: [String]) throws -> [String] {
+        let folders: [String: (String) -> Bool] = [
+            journalDirectory: { isHex($0, digits: 16) }, packsDirectory: { isHex($0, digits: 16) },
+            blobsDirectory: { isHex($0, digits: 2) }, fetchingDirectory: { isHex($0, digits: 64) },
+            temporaryDirectory: { name in
+                // purpose.process.tag, as `CacheDirectory.temporaryName(for:)` makes them.
+                let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+                return parts.count == 3 && UInt32(parts[1]) != nil && UInt64(parts[2], radix: 16) != nil
+            },
+        ]
+        var stray: [String] = []
+        for name in names {
+            guard let status = try root.status(of: name) else { continue }
+            if let isOurs = folders[name] {
+                guard status.isDirectory else {
+                    stray.append(name)
+                    continue
+                }
+                stray += try root.entries(of: name).filter { !isOurs($0) }.map { "\(name)/\($0)" }
+            } else if name == ConfigurationFile.fileName {
+                let file = try FileDescriptor(at: root, name, flags: O_RDONLY | O_NONBLOCK)
+                var bytes = [UInt8](repeating: 0, count: Int(min(status.size, 1 << 16)))
+                let count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
+                let decoded = try? ConfigurationFile.decode(
+                    Array(bytes.prefix(count)), defaults: ConfigurationFile(sizeLimit: 0))
+                let isOurs = status.isRegularFile && status.size < 1 << 16 && decoded != nil
+                if !isOurs { stray.append(name) }
+            }
+        }
+        return stray
+    }
+
+    /// Whether a directory without a `format` file holds what only use makes: a journal
+    /// record (a creation makes one segment, a header alone) or a body.
+    private static func wasUsed(root: borrowing FileDescriptor, names: [String], segments: [String]) throws -> Bool {
+        if segments.count > 1 { return true }
+        if let only = segments.first, let size = try root.status(of: "\(journalDirectory)/\(only)")?.size,
+            size > Int64(SegmentHeader.size)
+        {
+            return true
+        }
+        if names.contains(packsDirectory), !(try root.entries(of: packsDirectory).isEmpty) { return true }
+        guard names.contains(blobsDirectory) else { return false }
+        return try root.entries(of: blobsDirectory).contains { folder in
+            !(try root.entries(of: "\(blobsDirectory)/\(folder)").isEmpty)
+        }
+    }
+
+    private static func isHex(_ name: String, digits: Int) -> Bool {
+        name.utf8.count == digits && name.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
+    /// The format version a journal segment's header says its records are in; `nil` when it
+    /// has none that decodes.
+    private static func journalVersion(root: borrowing FileDescriptor, segment: String) throws -> UInt16? {
+        let file = try FileDescriptor(at: root, segment, flags: O_RDONLY | O_NONBLOCK)
+        var bytes = [UInt8](repeating: 0, count: SegmentHeader.size)
+        let count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
+        guard count == bytes.count else { return nil }
+        return bytes.withUnsafeBytes { try? SegmentHeader.decode($0) }?.major
     }
 
     /// Lays out a new cache. Runs under the directory lock; the `format` file comes last, so
@@ -263,11 +347,16 @@ extension CacheDirectory {
         try Self.refuseIfForeign(root: descriptor, path: path)
         for name in [Self.journalDirectory, Self.packsDirectory, Self.temporaryDirectory] { try makeDirectory(name) }
         try BlobFileStore.makeFolders(in: self)
-        try replaceFile(ConfigurationFile.fileName, with: configuration.encoded(), durable: durable)
+        // What the creation that died made stays: its limits, its segment, its empty manifest.
+        if try status(of: ConfigurationFile.fileName) == nil {
+            try replaceFile(ConfigurationFile.fileName, with: configuration.encoded(), durable: durable)
+        }
         if try status(of: JournalSegment.name(1)) == nil {
             try JournalSegment.create(1, firstSequence: 1, in: self, durable: durable)
         }
-        try ManifestFile.write(Index(), generation: 1, lastSequence: 0, in: self, durable: durable)
+        if try status(of: Self.manifestFile) == nil {
+            try ManifestFile.write(Index(), generation: 1, lastSequence: 0, in: self, durable: durable)
+        }
         keepReserve()
         try replaceFile(FormatVersion.fileName, with: FormatVersion.current.encoded(), durable: true)
     }

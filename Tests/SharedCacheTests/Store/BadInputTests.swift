@@ -66,6 +66,26 @@ struct BadInputTests {
         #expect(errorCode { try SharedCache(directory: directory("other")) } == "notACacheDirectory")
     }
 
+    /// A folder holding only names the cache uses, but not as the cache makes them (another
+    /// program's `config`, files in a `tmp/` or `blobs/`), is no half-made cache: refused, and
+    /// nothing in it touched. (It was taken for one: `config` overwritten, `tmp/` swept.)
+    @Test(arguments: [["config"], ["tmp/notes.txt"], ["config", "tmp/draft.txt", "blobs/photo.jpg"]])
+    func aFolderWithOnlyTheCachesNamesIsRefusedAndLeftAlone(files: [String]) throws {
+        let directory = try TemporaryDirectory()
+        for file in files {
+            let path = directory("app/\(file)")
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            #expect(FileManager.default.createFile(atPath: path, contents: Data("mine: \(file)\n".utf8)))
+        }
+        #expect(errorCode { try SharedCache(directory: directory("app")) } == "notACacheDirectory")
+        for file in files {
+            let kept = try Data(contentsOf: URL(fileURLWithPath: directory("app/\(file)")))
+            #expect(kept == Data("mine: \(file)\n".utf8))
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory("app/format")))
+    }
+
     @Test func aNewerFormatIsRefused() throws {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"))

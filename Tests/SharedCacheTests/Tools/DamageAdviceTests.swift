@@ -200,6 +200,24 @@ struct DamageAdviceTests: AdminToolSuite {
         #expect(try await run("stat").status == 0)
     }
 
+    /// The `format` file removed from a cache in use: refused with the line to write back (it
+    /// was taken for a creation that died half-way, and its `config` reset to the defaults: an
+    /// audience of `shared` back to `private`). Written, everything is as it was.
+    @Test func aMissingFormatFile() async throws {
+        try await populate()
+        #expect(try await run("config", "size-limit", "7M").status == 0)
+        #expect(try await run("config", "http-audience", "shared").status == 0)
+        try FileManager.default.removeItem(atPath: "\(cache)/format")
+        let result = try await run("ls")
+        #expect(result.status == 65)
+        #expect(isOneHumanLine(result.errors), "\(result.errors)")
+        let advice = Advice(result.errors)
+        try Data("\(try advice.quoted())\n".utf8).write(to: URL(fileURLWithPath: try advice.path()))
+        try await expectUsable()
+        #expect(try await run("config", "size-limit").output == "7000000\n")
+        #expect(try await run("config", "http-audience").output == "shared\n")
+    }
+
     /// A folder where the cache keeps a file: read (`config`) or opened to write (`lock`), the
     /// error names it and says to remove it.
     @Test(arguments: ["config", "lock"])
