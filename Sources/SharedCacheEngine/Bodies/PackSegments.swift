@@ -259,10 +259,15 @@ extension PackSegments {
             let path = "\(CacheDirectory.packsDirectory)/\(name)"
             guard let status = try directory.status(of: path) else { continue }
             if Self.parseName(name) != nil, status.isRegularFile { continue }
+            // A link is never followed, so the records it leads to are lost with it, unless a
+            // copy of its target takes its place first.
+            let detail =
+                Self.parseName(name) != nil && status.isSymbolicLink
+                ? "a symbolic link where a pack segment belongs; its entries are misses, and --repair removes it: "
+                    + "to keep them, replace it with a copy of the file it points to first"
+                : "not a pack segment"
             problems.append(
-                try .found(
-                    .foreign, at: path, "not a pack segment", isFolder: status.isDirectory, repair: repair,
-                    in: directory))
+                try .found(.foreign, at: path, detail, isFolder: status.isDirectory, repair: repair, in: directory))
         }
         return problems
     }

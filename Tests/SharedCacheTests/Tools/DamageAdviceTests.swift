@@ -218,6 +218,30 @@ struct DamageAdviceTests: AdminToolSuite {
         #expect(try await run("config", "http-audience").output == "shared\n")
     }
 
+    /// The other way out of a symbolic link where a pack segment belongs, which `verify`'s
+    /// report offers: replaced with a copy of the file it points to before any read discarded
+    /// its entries, every entry is there again.
+    @Test func aSymbolicLinkWhereAPackSegmentBelongsReplacedByACopy() async throws {
+        try await populate()
+        let segments = try FileManager.default.contentsOfDirectory(atPath: "\(cache)/packs")
+        try #require(segments.count == 1)
+        let segment = "\(cache)/packs/\(segments[0])", aside = directory("segment.aside")
+        try FileManager.default.moveItem(atPath: segment, toPath: aside)
+        try FileManager.default.createSymbolicLink(atPath: segment, withDestinationPath: aside)
+        let verify = try await run("verify", "--json")
+        #expect(verify.status == 65)
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(verify.output.utf8)) as? [String: Any])
+        let problems = try #require(report["problems"] as? [[String: Any]])
+        let named = problems.filter { $0["kind"] as? String == "foreignFile" }.compactMap { $0["path"] as? String }
+        #expect(named == ["packs/\(segments[0])"], "\(problems)")
+        // Replace the link with a copy of the file it points to.
+        let target = try FileManager.default.destinationOfSymbolicLink(atPath: segment)
+        try FileManager.default.removeItem(atPath: segment)
+        try FileManager.default.copyItem(atPath: target, toPath: segment)
+        try await expectUsable()
+        #expect(try await run("get", "k2").output == "v2")
+    }
+
     /// A folder where the cache keeps a file: read (`config`) or opened to write (`lock`), the
     /// error names it and says to remove it.
     @Test(arguments: ["config", "lock"])
