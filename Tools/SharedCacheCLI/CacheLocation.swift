@@ -1,4 +1,5 @@
 import Foundation
+import SharedCachePlatform
 
 /// Where the tools find the cache directory when `--dir` is not given.
 package enum CacheLocation {
@@ -79,4 +80,17 @@ package func formatBytes(_ bytes: UInt64) -> String {
         unit += 1
     }
     return unit == 0 ? "\(bytes) B" : String(format: value < 10 ? "%.1f %@" : "%.0f %@", value, units[unit])
+}
+
+/// Which directory a path names now (its device and inode): a tool that runs for long says so
+/// when the cache it uses was removed or replaced, rather than take that for damage.
+package struct DirectoryIdentity: Equatable {
+    private let device: UInt64
+    private let inode: UInt64
+
+    /// `nil` when nothing is at `path`.
+    package init?(_ path: String) {
+        guard let status = try? System.status(atPath: path, followingSymlinks: true) else { return nil }
+        (device, inode) = (status.device, status.inode)
+    }
 }

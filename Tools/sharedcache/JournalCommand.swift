@@ -58,11 +58,8 @@ extension Command {
         #endif
         // Until the directory followed goes (removed or replaced): a follower of a cache that is
         // no more would otherwise wait in silence for ever.
-        func identity() -> [UInt64]? {
-            (try? System.status(atPath: invocation.directory, followingSymlinks: true)).map { [$0.device, $0.inode] }
-        }
-        let followed = identity()
-        while let now = identity(), now == followed {
+        let followed = DirectoryIdentity(invocation.directory)
+        while let now = DirectoryIdentity(invocation.directory), now == followed {
             withExtendedLifetime(subscription) { _ = sleep(1) }
         }
         terminal.fail("\(invocation.directory) was removed or replaced; nothing more will be appended there", .unavailable)

@@ -122,6 +122,23 @@ struct SharedCachedTests {
         #expect(report.isClean, "\(report.problems)")
     }
 
+    /// Its directory removed and made again under it: the daemon says so and exits 69 (it
+    /// said the directory was damaged, exit 65, and to run a repair, which found nothing).
+    @Test(.hangLimit) func aDirectoryRemovedAndMadeAgainUnderTheDaemonEndsIt() async throws {
+        let directory = try TemporaryDirectory()
+        try SharedCache(directory: directory("cache")).put(key: "k", data: Data("v".utf8))
+        let daemon = try Tool.daemon.start(["--dir", directory("cache"), "--interval", "1s"])
+        let reader = try #require(daemon.errors)
+        #expect(await reader.nextLine()?.contains("compacting") == true)
+        #expect(await reader.nextLine() != nil)  // its first pass
+        try FileManager.default.removeItem(atPath: directory("cache"))
+        let again = try SharedCache(directory: directory("cache"))
+        try again.put(key: "new", data: Data("n".utf8))
+        #expect(await daemon.wait() == .exited(69))
+        #expect(try again.verify().isClean)
+        #expect(try again.get(key: "new")?.data == Data("n".utf8))
+    }
+
     /// SIGHUP re-reads the shared limits and acts on them at once. A config with a typo, re-read
     /// first, stopped the daemon with exit 65 (and under a service manager, every restart the
     /// same way): it keeps its limits, says why, and takes the fixed file on the next SIGHUP.
