@@ -111,6 +111,13 @@ package final class CacheEngine: Sendable {
         adopted.sharing = directory.sharing
         adopted = adopted.adopting(shared)
         var warnings: [String] = []
+        if rebuilt {
+            // Never a silent loss: a packed body is found again only through the journal.
+            warnings.append(
+                "the manifest of \(path) was missing or damaged and was rebuilt from the blob files and the "
+                    + "journal segments kept; small (packed) entries stored before the oldest segment kept, if "
+                    + "any, are no longer in the cache (sharedcache(5), Reading and recovery)")
+        }
         let filesystem = (try? directory.descriptor.filesystemKind()) ?? .local
         if case .network(let name) = filesystem, case .fileEvents(let interval) = configuration.journalWatching {
             // File events do not report other machines' appends: watch by polling instead.
