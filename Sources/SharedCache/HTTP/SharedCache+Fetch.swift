@@ -243,7 +243,10 @@ extension TransportFailure {
         case .unsupportedURL, .badURL:
             return "the URL is not one URLSession can load; check it"
         default:
-            return "URLError \(error.code.rawValue); check the network and the URL"
+            // What the transfer itself said, where it said more than the code (on Linux, libcurl's
+            // words: "transfer closed with 4000000 bytes remaining to read").
+            let told = (error.userInfo[NSLocalizedDescriptionKey] as? String).map { " (\($0))" } ?? ""
+            return "URLError \(error.code.rawValue)\(told); check the network and the URL"
         }
     }
 }

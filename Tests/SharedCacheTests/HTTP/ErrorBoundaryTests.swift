@@ -93,3 +93,16 @@ struct ErrorBoundaryTests {
         }
     }
 }
+
+/// What a transport's failure says where its code says little (`URLError.unknown`, as a transfer
+/// cut short is on Linux): the transfer's own words, which it dropped ("URLError -1").
+@Suite("HTTP: a transport's failure keeps the transfer's own words")
+struct TransportFailureWordsTests {
+    @Test func anUnknownURLErrorCarriesWhatTheTransferSaid() {
+        let said = "transfer closed with 4000000 bytes remaining to read"
+        let failure = TransportFailure(underlying: URLError(.unknown, userInfo: [NSLocalizedDescriptionKey: said]))
+        let error = failure.explained("GET http://127.0.0.1/x")
+        #expect(error.code == .network)
+        #expect(error.message.contains(said), "\(error.message)")
+    }
+}
