@@ -259,7 +259,10 @@ extension CacheDirectory {
                 path: path)
         }
         let segments = names.contains(journalDirectory) ? try root.entries(of: journalDirectory).sorted() : []
-        guard try wasUsed(root: root, names: names, segments: segments) else { return }
+        guard try wasUsed(root: root, names: names, segments: segments),
+            // Not finished and put to use meanwhile by another process, since the caller looked.
+            try root.status(of: FormatVersion.fileName) == nil
+        else { return }
         // The version its journal was written in: the line to write back.
         var line = String(decoding: FormatVersion.current.encoded().dropLast(), as: UTF8.self)
         if let newest = segments.last,
@@ -298,7 +301,7 @@ extension CacheDirectory {
                 }
                 stray += try root.entries(of: name).filter { !isOurs($0) }.map { "\(name)/\($0)" }
             } else if name == ConfigurationFile.fileName {
-                let file = try FileDescriptor(at: root, name, flags: O_RDONLY | O_NONBLOCK)
+                let file = try FileDescriptor(at: root, name, flags: O_RDONLY | O_NONBLOCK | O_NOFOLLOW)
                 var bytes = [UInt8](repeating: 0, count: Int(min(status.size, 1 << 16)))
                 let count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
                 let decoded = try? ConfigurationFile.decode(
@@ -333,7 +336,7 @@ extension CacheDirectory {
     /// The format version a journal segment's header says its records are in; `nil` when it
     /// has none that decodes.
     private static func journalVersion(root: borrowing FileDescriptor, segment: String) throws -> UInt16? {
-        let file = try FileDescriptor(at: root, segment, flags: O_RDONLY | O_NONBLOCK)
+        let file = try FileDescriptor(at: root, segment, flags: O_RDONLY | O_NONBLOCK | O_NOFOLLOW)
         var bytes = [UInt8](repeating: 0, count: SegmentHeader.size)
         let count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
         guard count == bytes.count else { return nil }
