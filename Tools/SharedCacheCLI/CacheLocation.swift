@@ -88,9 +88,29 @@ package struct DirectoryIdentity: Equatable {
     private let device: UInt64
     private let inode: UInt64
 
-    /// `nil` when nothing is at `path`.
-    package init?(_ path: String) {
-        guard let status = try? System.status(atPath: path, followingSymlinks: true) else { return nil }
-        (device, inode) = (status.device, status.inode)
+    /// What `path` names now; `nil` when nothing, or when that cannot be told.
+    package static func current(_ path: String) -> DirectoryIdentity? {
+        try? DirectoryIdentity(path)
+    }
+
+    /// `nil` when nothing is at `path`; throws when that cannot be told (permission, I/O).
+    private init?(_ path: String) throws(SystemError) {
+        do {
+            let status = try System.status(atPath: path, followingSymlinks: true)
+            (device, inode) = (status.device, status.inode)
+        } catch {
+            guard [ENOENT, ENOTDIR].contains(error.errno) else { throw error }
+            return nil
+        }
+    }
+
+    /// Whether `path` names another directory now than `identity`, or none; `false` when that
+    /// cannot be told (its error is then the one to report).
+    package static func hasChanged(_ path: String, from identity: DirectoryIdentity?) -> Bool {
+        do {
+            return try DirectoryIdentity(path) != identity
+        } catch {
+            return false
+        }
     }
 }

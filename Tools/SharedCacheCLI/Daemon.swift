@@ -27,13 +27,13 @@ package final class Daemon: @unchecked Sendable {
     }
 
     package func run(once: Bool, dryRun: Bool) -> ExitStatus {
-        let opened = DirectoryIdentity(directory)
+        let opened = DirectoryIdentity.current(directory)
         do {
             return try runChecked(once: once || dryRun, dryRun: dryRun)
         } catch {
             // Gone from under it, the directory is not damaged: what the error says to do would
             // not help (a repair of a new directory finds nothing, of a removed one makes one).
-            if opened != nil, DirectoryIdentity(directory) != opened {
+            if opened != nil, DirectoryIdentity.hasChanged(directory, from: opened) {
                 terminal.warn("\(directory) was removed or replaced; nothing more will be compacted there")
                 return .unavailable
             }

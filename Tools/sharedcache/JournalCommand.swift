@@ -58,8 +58,8 @@ extension Command {
         #endif
         // Until the directory followed goes (removed or replaced): a follower of a cache that is
         // no more would otherwise wait in silence for ever.
-        let followed = DirectoryIdentity(invocation.directory)
-        while let now = DirectoryIdentity(invocation.directory), now == followed {
+        let followed = DirectoryIdentity.current(invocation.directory)
+        while !DirectoryIdentity.hasChanged(invocation.directory, from: followed) {
             withExtendedLifetime(subscription) { _ = sleep(1) }
         }
         terminal.fail("\(invocation.directory) was removed or replaced; nothing more will be appended there", .unavailable)

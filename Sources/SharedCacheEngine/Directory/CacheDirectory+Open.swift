@@ -249,7 +249,8 @@ extension CacheDirectory {
     /// bodies) and lost its `format` file, which finishing it would misread.
     private static func refuseIfForeign(root: borrowing FileDescriptor, path: String) throws {
         let names = try root.entries(of: ".")
-        let foreign = try names.filter { !layoutNames.contains($0) } + strayEntries(root: root, among: names)
+        var foreign = names.filter { !layoutNames.contains($0) }
+        if foreign.isEmpty { foreign = try strayEntries(root: root, among: names) }
         guard foreign.isEmpty else {
             let examples = foreign.sorted().prefix(3).joined(separator: ", ")
             throw SharedCacheError(
@@ -266,7 +267,7 @@ extension CacheDirectory {
         // The version its journal was written in: the line to write back.
         var line = String(decoding: FormatVersion.current.encoded().dropLast(), as: UTF8.self)
         if let newest = segments.last,
-            let major = try journalVersion(root: root, segment: "\(journalDirectory)/\(newest)"),
+            let major = journalVersion(root: root, segment: "\(journalDirectory)/\(newest)"),
             major != FormatVersion.current.major
         {
             line = "sharedcache \(major).0"
@@ -282,35 +283,48 @@ extension CacheDirectory {
     /// make: another program's `config`, a file where a folder belongs, a name in a folder that
     /// is not one of the cache's.
     private static func strayEntries(root: borrowing FileDescriptor, among names: [String]) throws -> [String] {
-        let folders: [String: (String) -> Bool] = [
-            journalDirectory: { isHex($0, digits: 16) }, packsDirectory: { isHex($0, digits: 16) },
-            blobsDirectory: { isHex($0, digits: 2) }, fetchingDirectory: { isHex($0, digits: 64) },
-            temporaryDirectory: { name in
-                // purpose.process.tag, as `CacheDirectory.temporaryName(for:)` makes them.
-                let parts = name.split(separator: ".", omittingEmptySubsequences: false)
-                return parts.count == 3 && UInt32(parts[1]) != nil && UInt64(parts[2], radix: 16) != nil
-            },
+        // What each folder of a creation holds: its names, and whether they are folders.
+        let folders: [String: (isOurs: (String) -> Bool, holdsFolders: Bool)] = [
+            journalDirectory: ({ isHex($0, digits: 16) }, false), packsDirectory: ({ isHex($0, digits: 16) }, false),
+            blobsDirectory: ({ isHex($0, digits: 2) }, true), fetchingDirectory: ({ isHex($0, digits: 64) }, false),
+            temporaryDirectory: (
+                { name in
+                    // purpose.process.tag, as `CacheDirectory.temporaryName(for:)` makes them.
+                    let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+                    return parts.count == 3 && UInt32(parts[1]) != nil && UInt64(parts[2], radix: 16) != nil
+                }, false
+            ),
         ]
         var stray: [String] = []
         for name in names {
             guard let status = try root.status(of: name) else { continue }
-            if let isOurs = folders[name] {
+            if let (isOurs, holdsFolders) = folders[name] {
                 guard status.isDirectory else {
                     stray.append(name)
                     continue
                 }
-                stray += try root.entries(of: name).filter { !isOurs($0) }.map { "\(name)/\($0)" }
-            } else if name == ConfigurationFile.fileName {
-                let file = try FileDescriptor(at: root, name, flags: O_RDONLY | O_NONBLOCK | O_NOFOLLOW)
-                var bytes = [UInt8](repeating: 0, count: Int(min(status.size, 1 << 16)))
-                let count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
-                let decoded = try? ConfigurationFile.decode(
-                    Array(bytes.prefix(count)), defaults: ConfigurationFile(sizeLimit: 0))
-                let isOurs = status.isRegularFile && status.size < 1 << 16 && decoded != nil
-                if !isOurs { stray.append(name) }
+                for entry in try root.entries(of: name) {
+                    let kind = try root.status(of: "\(name)/\(entry)")
+                    let isRightKind = holdsFolders ? kind?.isDirectory == true : kind?.isRegularFile == true
+                    if kind != nil, !(isOurs(entry) && isRightKind) { stray.append("\(name)/\(entry)") }
+                }
+            } else if name == ConfigurationFile.fileName, !(try isOwnConfiguration(root: root, status)) {
+                stray.append(name)
             }
         }
         return stray
+    }
+
+    /// Whether `config` (not followed, read only if a regular file) is one a creation wrote:
+    /// it decodes, or it is empty or zeros, as a write a power loss cut short leaves it.
+    private static func isOwnConfiguration(root: borrowing FileDescriptor, _ status: FileStatus) throws -> Bool {
+        guard status.isRegularFile, status.size < 1 << 16 else { return false }
+        let file = try FileDescriptor(at: root, ConfigurationFile.fileName, flags: O_RDONLY | O_NONBLOCK | O_NOFOLLOW)
+        var bytes = [UInt8](repeating: 0, count: Int(status.size))
+        let count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
+        let read = bytes.prefix(count)
+        return read.allSatisfy { $0 == 0 }
+            || (try? ConfigurationFile.decode(Array(read), defaults: ConfigurationFile(sizeLimit: 0))) != nil
     }
 
     /// Whether a directory without a `format` file holds what only use makes: a journal
@@ -335,10 +349,12 @@ extension CacheDirectory {
 
     /// The format version a journal segment's header says its records are in; `nil` when it
     /// has none that decodes.
-    private static func journalVersion(root: borrowing FileDescriptor, segment: String) throws -> UInt16? {
-        let file = try FileDescriptor(at: root, segment, flags: O_RDONLY | O_NONBLOCK | O_NOFOLLOW)
+    private static func journalVersion(root: borrowing FileDescriptor, segment: String) -> UInt16? {
+        guard let file = try? FileDescriptor(at: root, segment, flags: O_RDONLY | O_NONBLOCK | O_NOFOLLOW) else {
+            return nil
+        }
         var bytes = [UInt8](repeating: 0, count: SegmentHeader.size)
-        let count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
+        let count = try? bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
         guard count == bytes.count else { return nil }
         return bytes.withUnsafeBytes { try? SegmentHeader.decode($0) }?.major
     }
@@ -350,16 +366,16 @@ extension CacheDirectory {
         try Self.refuseIfForeign(root: descriptor, path: path)
         for name in [Self.journalDirectory, Self.packsDirectory, Self.temporaryDirectory] { try makeDirectory(name) }
         try BlobFileStore.makeFolders(in: self)
-        // What the creation that died made stays: its limits, its segment, its empty manifest.
-        if try status(of: ConfigurationFile.fileName) == nil {
+        // The limits a creation that died wrote stay, unless a power loss left them unreadable.
+        let written = try readFile(ConfigurationFile.fileName)
+        if written.flatMap({ try? ConfigurationFile.decode($0, defaults: configuration) }) == nil {
             try replaceFile(ConfigurationFile.fileName, with: configuration.encoded(), durable: durable)
         }
         if try status(of: JournalSegment.name(1)) == nil {
             try JournalSegment.create(1, firstSequence: 1, in: self, durable: durable)
         }
-        if try status(of: Self.manifestFile) == nil {
-            try ManifestFile.write(Index(), generation: 1, lastSequence: 0, in: self, durable: durable)
-        }
+        // Empty, whatever a creation that died left: `refuseIfForeign` refused a used cache.
+        try ManifestFile.write(Index(), generation: 1, lastSequence: 0, in: self, durable: durable)
         keepReserve()
         try replaceFile(FormatVersion.fileName, with: FormatVersion.current.encoded(), durable: true)
     }

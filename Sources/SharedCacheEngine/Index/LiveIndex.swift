@@ -99,8 +99,9 @@ package final class LiveIndex {
         func lostPosition() throws {
             lostPositions += 1
             if lostPositions == 3 {
-                try rebuild(directory, bodies: bodies, lock: lock, timeout: timeout, durable: durable, force: true)
-                rebuilt = true
+                let did = try rebuild(
+                    directory, bodies: bodies, lock: lock, timeout: timeout, durable: durable, force: true)
+                rebuilt = rebuilt || did
             } else if lostPositions > 6 {
                 throw SharedCacheError(
                     .corruptData,
@@ -123,8 +124,10 @@ package final class LiveIndex {
                 }
                 return (live, rebuilt)
             case .missing, .corrupt:
-                try rebuild(directory, bodies: bodies, lock: lock, timeout: timeout, durable: durable, force: false)
-                rebuilt = true
+                // Only the process that rebuilt it says so (another may have, while this one waited).
+                let did = try rebuild(
+                    directory, bodies: bodies, lock: lock, timeout: timeout, durable: durable, force: false)
+                rebuilt = rebuilt || did
             }
         }
     }
@@ -134,19 +137,21 @@ package final class LiveIndex {
         JournalCursor(segment: segment, lastSequence: max(header.lastSequence, segment.header.firstSequence - 1))
     }
 
-    /// Writes a new manifest from the blob files and every journal segment kept.
+    /// Writes a new manifest from the blob files and every journal segment kept; whether it did
+    /// (unless forced, not when another process wrote a valid one while this one waited).
     ///
     /// Blob files are the truth for large bodies (a removal unlinks them). A packed body stays
     /// in its segment after its entry is removed, so only the journal says which are live:
     /// replaying every segment kept, from the oldest, brings back the packed entries stored
     /// within the journal's retention and no removed one; older packed entries are lost.
+    @discardableResult
     private static func rebuild(
         _ directory: CacheDirectory, bodies: any BodyStore, lock: DirectoryLock, timeout: Duration, durable: Bool,
         force: Bool
-    ) throws {
+    ) throws -> Bool {
         try lock.withExclusiveLock(timeout: timeout) {
             // Another process may have rebuilt it while we waited for the lock.
-            if !force, case .valid = try ManifestFile.read(in: directory) { return }
+            if !force, case .valid = try ManifestFile.read(in: directory) { return false }
             let index = try ManifestFile.scanBodies(bodies)
             let generations = try JournalSegment.generations(in: directory)
             if generations.isEmpty {
@@ -174,6 +179,7 @@ package final class LiveIndex {
             try ManifestFile.write(
                 sealed.index, generation: sealed.generation, lastSequence: sealed.lastSequence, in: directory,
                 durable: durable)
+            return true
         }
     }
 

@@ -69,7 +69,9 @@ struct BadInputTests {
     /// A folder holding only names the cache uses, but not as the cache makes them (another
     /// program's `config`, files in a `tmp/` or `blobs/`), is no half-made cache: refused, and
     /// nothing in it touched. (It was taken for one: `config` overwritten, `tmp/` swept.)
-    @Test(arguments: [["config"], ["tmp/notes.txt"], ["config", "tmp/draft.txt", "blobs/photo.jpg"]])
+    @Test(arguments: [
+        ["config"], ["tmp/notes.txt"], ["config", "tmp/draft.txt", "blobs/photo.jpg"], ["config/settings.yml"],
+    ])
     func aFolderWithOnlyTheCachesNamesIsRefusedAndLeftAlone(files: [String]) throws {
         let directory = try TemporaryDirectory()
         for file in files {
@@ -84,6 +86,19 @@ struct BadInputTests {
             #expect(kept == Data("mine: \(file)\n".utf8))
         }
         #expect(!FileManager.default.fileExists(atPath: directory("app/format")))
+    }
+
+    /// A creation that a power loss cut short: its `config` zeros (written, never flushed), no
+    /// `format` file. The next process finishes it with its own limits.
+    @Test func aCreationAPowerLossCutShortIsFinished() throws {
+        let directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory("cache/tmp"), withIntermediateDirectories: true)
+        try Data(count: 64).write(to: URL(fileURLWithPath: directory("cache/config")))
+        let cache = try SharedCache(directory: directory("cache"), configuration: Configuration(sizeLimit: 5_000_000))
+        try cache.put(key: "k", data: Data("v".utf8))
+        #expect(try SharedCache(directory: directory("cache")).get(key: "k")?.data == Data("v".utf8))
+        #expect(cache.configuration.sizeLimit == 5_000_000)
+        #expect(cache.warnings.isEmpty)
     }
 
     @Test func aNewerFormatIsRefused() throws {
