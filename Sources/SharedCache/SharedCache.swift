@@ -27,7 +27,8 @@ public final class SharedCache: Sendable {
     /// The configuration in effect: shared limits from the directory, the rest as given.
     public var configuration: Configuration { engine.configuration }
     /// Things about the directory a person should know, found when it was opened: a network
-    /// filesystem, for one. The tools print them; an app may log them.
+    /// filesystem, or a manifest this process had to rebuild (small entries older than the
+    /// journal kept are then gone). The tools print them; an app may log them.
     public var warnings: [String] { engine.warnings }
 
     /// Opens the cache directory at `path`, creating it (and missing parents) if needed.
