@@ -19,7 +19,15 @@ package final class DirectoryLock: Sendable {
     private let path: String
 
     package init(in directory: CacheDirectory) throws {
-        file = try directory.open(CacheDirectory.lockFile, flags: O_RDWR | O_CREAT | O_NONBLOCK)
+        let file = try directory.open(CacheDirectory.lockFile, flags: O_RDWR | O_CREAT | O_NONBLOCK)
+        // flock works on a FIFO too, but one where the lock belongs is not the cache's: said
+        // so, as for every other file of its own (sharedcache(1), DIAGNOSTICS).
+        let status = try file.status()
+        guard status.isRegularFile else {
+            throw directory.foreignFile(
+                CacheDirectory.lockFile, status, role: "its directory lock", advice: "open the cache again")
+        }
+        self.file = file
         path = "\(directory.path)/\(CacheDirectory.lockFile)"
     }
 

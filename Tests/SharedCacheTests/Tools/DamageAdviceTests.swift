@@ -93,6 +93,21 @@ struct DamageAdviceTests: AdminToolSuite {
         try await expectUsable()
     }
 
+    /// A FIFO where the directory lock belongs (flock works on one, and every command went on
+    /// as if it were the cache's): refused as any other file of the cache's would be.
+    @Test func aFIFOWhereTheDirectoryLockBelongs() async throws {
+        try await populate()
+        try FileManager.default.removeItem(atPath: "\(cache)/lock")
+        #expect(mkfifo("\(cache)/lock", 0o600) == 0)
+        let result = try await run("put", "k4", input: "v4")
+        #expect(result.status == 69)
+        #expect(isOneHumanLine(result.errors), "\(result.errors)")
+        let path = try Advice(result.errors).path()
+        #expect(path == "\(cache)/lock")
+        try FileManager.default.removeItem(atPath: path)
+        try await expectUsable()
+    }
+
     @Test func anEmptyDirectoryIsAUsageError() async throws {
         for arguments in [["--dir", "", "stat"], ["--dir=", "stat"], ["stat", "--dir", ""]] {
             let result = try await Tool.admin.run(arguments)
