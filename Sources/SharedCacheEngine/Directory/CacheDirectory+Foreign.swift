@@ -13,4 +13,15 @@ extension CacheDirectory {
             "\(path)/\(name) is \(status.kindDescription) where the cache keeps \(role); remove it and \(advice)",
             path: "\(path)/\(name)")
     }
+
+    /// The status of `file`, opened as `name`; throws ``foreignFile(_:_:role:advice:)`` unless it
+    /// is a regular file (a FIFO opens, and takes a flock, as well as a file does).
+    @discardableResult
+    package func requireRegularFile(
+        _ file: borrowing FileDescriptor, named name: String, role: String, advice: String
+    ) throws -> FileStatus {
+        let status = try file.status()
+        guard status.isRegularFile else { throw foreignFile(name, status, role: role, advice: advice) }
+        return status
+    }
 }

@@ -64,11 +64,8 @@ package final class JournalSegment {
     package static func open(_ generation: UInt64, in directory: CacheDirectory) throws -> JournalSegment? {
         let name = name(generation)
         guard let file = try directory.openIfPresent(name, flags: O_RDWR | O_APPEND | O_NONBLOCK) else { return nil }
-        let status = try file.status()
-        guard status.isRegularFile else {
-            throw directory.foreignFile(
-                name, status, role: "journal segment \(generation)", advice: "run `sharedcache verify --repair`")
-        }
+        try directory.requireRegularFile(
+            file, named: name, role: "journal segment \(generation)", advice: "run `sharedcache verify --repair`")
         var bytes = [UInt8](repeating: 0, count: SegmentHeader.size)
         let count = try bytes.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
         func notASegment(_ error: FormatError) -> SharedCacheError {

@@ -20,12 +20,9 @@ package final class DaemonLock: Sendable {
     /// - Throws: `.busy`, naming the holder's process ID, when another compactor holds it.
     package init(in directory: CacheDirectory) throws {
         file = try directory.open(CacheDirectory.daemonFile, flags: O_RDWR | O_CREAT | O_NONBLOCK)
-        let status = try file.status()
-        guard status.isRegularFile else {
-            throw directory.foreignFile(
-                CacheDirectory.daemonFile, status, role: "the compactor's lock file",
-                advice: "start the compactor again (it makes a new one)")
-        }
+        try directory.requireRegularFile(
+            file, named: CacheDirectory.daemonFile, role: "the compactor's lock file",
+            advice: "start the compactor again (it makes a new one)")
         // A process checking whether a compactor runs holds a shared lock for an instant; wait
         // that out rather than take it for a compactor. A real one holds it for its lifetime.
         guard try file.lock(.exclusive, timeout: Self.checkerWait) else {

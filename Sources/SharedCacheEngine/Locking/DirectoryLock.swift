@@ -19,15 +19,9 @@ package final class DirectoryLock: Sendable {
     private let path: String
 
     package init(in directory: CacheDirectory) throws {
-        let file = try directory.open(CacheDirectory.lockFile, flags: O_RDWR | O_CREAT | O_NONBLOCK)
-        // flock works on a FIFO too, but one where the lock belongs is not the cache's: said
-        // so, as for every other file of its own (sharedcache(1), DIAGNOSTICS).
-        let status = try file.status()
-        guard status.isRegularFile else {
-            throw directory.foreignFile(
-                CacheDirectory.lockFile, status, role: "its directory lock", advice: "open the cache again")
-        }
-        self.file = file
+        file = try directory.open(CacheDirectory.lockFile, flags: O_RDWR | O_CREAT | O_NONBLOCK)
+        try directory.requireRegularFile(
+            file, named: CacheDirectory.lockFile, role: "its directory lock", advice: "open the cache again")
         path = "\(directory.path)/\(CacheDirectory.lockFile)"
     }
 

@@ -25,12 +25,9 @@ enum ManifestFile {
         guard let file = try directory.openIfPresent(CacheDirectory.manifestFile, flags: O_RDONLY | O_NONBLOCK) else {
             return .missing
         }
-        let status = try file.status()
-        guard status.isRegularFile else {
-            throw directory.foreignFile(
-                CacheDirectory.manifestFile, status, role: "its manifest",
-                advice: "open the cache again (the manifest is rebuilt from the blobs)")
-        }
+        let status = try directory.requireRegularFile(
+            file, named: CacheDirectory.manifestFile, role: "its manifest",
+            advice: "open the cache again (the manifest is rebuilt from the blobs)")
         do {
             let header = try header(of: file)
             guard status.size == Int64(header.fileSize) else { throw FormatError.truncated }
