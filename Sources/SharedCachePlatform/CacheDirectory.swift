@@ -213,6 +213,13 @@ package final class CacheDirectory: Sendable {
         return "\(temporaryFolder)/\(purpose.replacingSlashes).\(UniqueNames.processID).\(tag)"
     }
 
+    /// Whether `name`, a file in the temporary folder, has the shape ``temporaryName(for:)``
+    /// gives: purpose, process, tag.
+    package static func isTemporaryFileName(_ name: String) -> Bool {
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 3 && UInt32(parts[1]) != nil && UInt64(parts[2], radix: 16) != nil
+    }
+
     /// Status of an entry inside the directory, not following links; `nil` when it does not exist.
     package func status(of name: String) throws(SystemError) -> FileStatus? {
         try descriptor.status(of: name)

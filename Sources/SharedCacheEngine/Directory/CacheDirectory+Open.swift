@@ -287,13 +287,7 @@ extension CacheDirectory {
         let folders: [String: (isOurs: (String) -> Bool, holdsFolders: Bool)] = [
             journalDirectory: ({ isHex($0, digits: 16) }, false), packsDirectory: ({ isHex($0, digits: 16) }, false),
             blobsDirectory: ({ isHex($0, digits: 2) }, true), fetchingDirectory: ({ isHex($0, digits: 64) }, false),
-            temporaryDirectory: (
-                { name in
-                    // purpose.process.tag, as `CacheDirectory.temporaryName(for:)` makes them.
-                    let parts = name.split(separator: ".", omittingEmptySubsequences: false)
-                    return parts.count == 3 && UInt32(parts[1]) != nil && UInt64(parts[2], radix: 16) != nil
-                }, false
-            ),
+            temporaryDirectory: ({ isTemporaryFileName($0) }, false),
         ]
         var stray: [String] = []
         for name in names {
