@@ -93,21 +93,6 @@ struct DamageAdviceTests: AdminToolSuite {
         try await expectUsable()
     }
 
-    /// A FIFO where the directory lock belongs (flock works on one, and every command went on
-    /// as if it were the cache's): refused as any other file of the cache's would be.
-    @Test func aFIFOWhereTheDirectoryLockBelongs() async throws {
-        try await populate()
-        try FileManager.default.removeItem(atPath: "\(cache)/lock")
-        #expect(mkfifo("\(cache)/lock", 0o600) == 0)
-        let result = try await run("put", "k4", input: "v4")
-        #expect(result.status == 69)
-        #expect(isOneHumanLine(result.errors), "\(result.errors)")
-        let path = try Advice(result.errors).path()
-        #expect(path == "\(cache)/lock")
-        try FileManager.default.removeItem(atPath: path)
-        try await expectUsable()
-    }
-
     @Test func anEmptyDirectoryIsAUsageError() async throws {
         for arguments in [["--dir", "", "stat"], ["--dir=", "stat"], ["stat", "--dir", ""]] {
             let result = try await Tool.admin.run(arguments)
@@ -257,13 +242,18 @@ struct DamageAdviceTests: AdminToolSuite {
         #expect(try await run("get", "k2").output == "v2")
     }
 
-    /// A folder where the cache keeps a file: read (`config`) or opened to write (`lock`), the
-    /// error names it and says to remove it.
-    @Test(arguments: ["config", "lock"])
-    func aFolderWhereACacheFileBelongs(name: String) async throws {
+    /// Something else where the cache keeps a file: a folder where it reads (`config`) or opens
+    /// to write (`lock`), a FIFO where it takes its directory lock (flock works on one, and every
+    /// command went on as if it were the cache's). The error names it and says to remove it.
+    @Test(arguments: [("config", "folder"), ("lock", "folder"), ("lock", "fifo")])
+    func somethingElseWhereACacheFileBelongs(name: String, planted: String) async throws {
         try await populate()
         try FileManager.default.removeItem(atPath: "\(cache)/\(name)")
-        try FileManager.default.createDirectory(atPath: "\(cache)/\(name)", withIntermediateDirectories: false)
+        if planted == "fifo" {
+            #expect(mkfifo("\(cache)/\(name)", 0o600) == 0)
+        } else {
+            try FileManager.default.createDirectory(atPath: "\(cache)/\(name)", withIntermediateDirectories: false)
+        }
         let result = try await run("put", "k4", input: "v4")
         #expect(result.status == 69)
         #expect(isOneHumanLine(result.errors), "\(result.errors)")
