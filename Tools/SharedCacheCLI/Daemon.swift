@@ -29,20 +29,29 @@ package final class Daemon: @unchecked Sendable {
     package func run(once: Bool, dryRun: Bool) -> ExitStatus {
         let opened = DirectoryIdentity.current(directory)
         do {
-            return try runChecked(once: once || dryRun, dryRun: dryRun)
+            return try runChecked(once: once || dryRun, dryRun: dryRun, opened: opened)
         } catch {
             // Gone from under it, the directory is not damaged: what the error says to do would
             // not help (a repair of a new directory finds nothing, of a removed one makes one).
-            if opened != nil, DirectoryIdentity.hasChanged(directory, from: opened) {
-                terminal.warn("\(directory) was removed or replaced; nothing more will be compacted there")
-                return .unavailable
-            }
+            if isGone(since: opened) { return saidGone() }
             terminal.warn(error.description)
             return ExitStatus(error)
         }
     }
 
-    private func runChecked(once: Bool, dryRun: Bool) throws(SharedCacheError) -> ExitStatus {
+    /// Whether the directory path names is no longer the one opened (removed, or replaced).
+    private func isGone(since opened: DirectoryIdentity?) -> Bool {
+        opened != nil && DirectoryIdentity.hasChanged(directory, from: opened)
+    }
+
+    private func saidGone() -> ExitStatus {
+        terminal.warn("\(directory) was removed or replaced; nothing more will be compacted there")
+        return .unavailable
+    }
+
+    private func runChecked(once: Bool, dryRun: Bool, opened: DirectoryIdentity?) throws(SharedCacheError)
+        -> ExitStatus
+    {
         let cache = try SharedCache(directory: directory)
         for warning in cache.warnings { terminal.warn("warning: \(warning)") }
         let compactor = try Compactor(cache: cache)
@@ -69,6 +78,9 @@ package final class Daemon: @unchecked Sendable {
                 }
             }
             if flags.get(\.stop) { break }
+            // A directory moved aside still works through the descriptors open on it: compacting
+            // it on would go on unseen by every process using the path.
+            if isGone(since: opened) { return saidGone() }
             let dueToInterval = ContinuousClock.now - lastPass >= interval
             let dueToUnlink = compactor.millisecondsUntilNextUnlink == 0
             let overLimit = try overLimit(cache)
