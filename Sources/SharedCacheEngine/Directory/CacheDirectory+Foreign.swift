@@ -5,23 +5,25 @@ extension CacheDirectory {
     /// (reading it would fail with ESPIPE, or wait), a directory, a device or a socket.
     ///
     /// - Parameters:
+    ///   - found: what stands there instead, e.g. "a FIFO" (``FileStatus/kindDescription``).
     ///   - role: what the cache keeps there, e.g. "the manifest".
     ///   - advice: what to do once it is removed, e.g. "run `sharedcache verify --repair`".
-    package func foreignFile(_ name: String, _ status: FileStatus, role: String, advice: String) -> SharedCacheError {
+    package func foreignFile(_ name: String, found: String, role: String, advice: String) -> SharedCacheError {
         SharedCacheError(
-            .unsafePath,
-            "\(path)/\(name) is \(status.kindDescription) where the cache keeps \(role); remove it and \(advice)",
+            .unsafePath, "\(path)/\(name) is \(found) where the cache keeps \(role); remove it and \(advice)",
             path: "\(path)/\(name)")
     }
 
-    /// The status of `file`, opened as `name`; throws ``foreignFile(_:_:role:advice:)`` unless it
-    /// is a regular file (a FIFO opens, and takes a flock, as well as a file does).
+    /// The status of `file`, opened as `name`; throws ``foreignFile(_:found:role:advice:)``
+    /// unless it is a regular file (a FIFO opens, and takes a flock, as well as a file does).
     @discardableResult
     package func requireRegularFile(
         _ file: borrowing FileDescriptor, named name: String, role: String, advice: String
     ) throws -> FileStatus {
         let status = try file.status()
-        guard status.isRegularFile else { throw foreignFile(name, status, role: role, advice: advice) }
+        guard status.isRegularFile else {
+            throw foreignFile(name, found: status.kindDescription, role: role, advice: advice)
+        }
         return status
     }
 }

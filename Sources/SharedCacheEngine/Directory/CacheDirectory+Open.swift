@@ -163,7 +163,16 @@ extension CacheDirectory {
 
     /// Reads the shared limits in `config`; a name the file leaves out keeps its value in `defaults`.
     package func readConfiguration(defaults: ConfigurationFile) throws -> ConfigurationFile {
-        let bytes = try readFile(ConfigurationFile.fileName) ?? []
+        let bytes: [UInt8]
+        do {
+            bytes = try readFile(ConfigurationFile.fileName) ?? []
+        } catch let error as SystemError {
+            guard let found = error.found else { throw error }
+            throw foreignFile(
+                ConfigurationFile.fileName, found: found, role: "its limits",
+                advice: "open the cache again (the default limits then apply; set them again with "
+                    + "`sharedcache config`)")
+        }
         do {
             return try ConfigurationFile.decode(bytes, defaults: defaults)
         } catch {

@@ -242,10 +242,35 @@ struct DamageAdviceTests: AdminToolSuite {
         #expect(try await run("get", "k2").output == "v2")
     }
 
-    /// Something else where the cache keeps a file: a folder where it reads (`config`) or opens
-    /// to write (`lock`), a FIFO where it takes its directory lock (flock works on one, and every
-    /// command went on as if it were the cache's). The error names it and says to remove it.
-    @Test(arguments: [("config", "folder"), ("lock", "folder"), ("lock", "fifo")])
+    /// Something else where the cache keeps its limits (`config`): the error names it, says to
+    /// remove it, and, as the limits then return to the defaults, how to set them again (it said
+    /// only to remove it, and a limit set before was lost without a word).
+    @Test(arguments: ["folder", "fifo"])
+    func somethingElseWhereTheConfigBelongs(planted: String) async throws {
+        try await populate()
+        #expect(try await run("config", "size-limit", "7M").status == 0)
+        let config = "\(cache)/config"
+        try FileManager.default.removeItem(atPath: config)
+        if planted == "fifo" {
+            #expect(mkfifo(config, 0o600) == 0)
+        } else {
+            try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: false)
+        }
+        let result = try await run("put", "k4", input: "v4")
+        #expect(result.status == 69)
+        #expect(isOneHumanLine(result.errors), "\(result.errors)")
+        let advice = Advice(result.errors)
+        #expect(try advice.path() == config)
+        try FileManager.default.removeItem(atPath: try advice.path())
+        #expect(try await runAdvised(try advice.command(), "size-limit", "7M").status == 0)
+        #expect(try await run("config", "size-limit").output == "7000000\n")
+        try await expectUsable()
+    }
+
+    /// Something else where the cache keeps a file: a folder where it opens to write (`lock`), a
+    /// FIFO where it takes its directory lock (flock works on one, and every command went on as
+    /// if it were the cache's). The error names it and says to remove it.
+    @Test(arguments: [("lock", "folder"), ("lock", "fifo")])
     func somethingElseWhereACacheFileBelongs(name: String, planted: String) async throws {
         try await populate()
         try FileManager.default.removeItem(atPath: "\(cache)/\(name)")
