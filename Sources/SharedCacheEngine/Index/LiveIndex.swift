@@ -311,7 +311,7 @@ package final class LiveIndex {
     }
 
     /// Whether pack segments were retired (or may have been) since the last hand-over.
-    package var hasRetiredPacks: Bool { retiredPacks?.isEmpty != false }
+    package var hasRetiredPacks: Bool { retiredPacks?.isEmpty != true }
 
     /// Hands over the pack segments retired since the last call; `nil` means any may have been.
     package func takeRetiredPacks() -> [UInt64]? {
