@@ -82,7 +82,7 @@ extension System {
                 // `&` cannot stand inside a conditional expression: the pointer is made first.
                 try withUnsafePointer(to: timeout ?? timespec()) { limit throws(SystemError) in
                     try retryingInterrupts("kevent") {
-                        Darwin.kevent(
+                        kevent(
                             queue, changes.baseAddress, Int32(changes.count), events.baseAddress, capacity,
                             timeout == nil ? nil : limit)
                     }

@@ -40,7 +40,7 @@ package final class KqueueSource: ChangeSource {
     package func wait(timeout: Duration) throws(SystemError) {
         let milliseconds = Int(timeout.pollMilliseconds)
         let limit = timespec(tv_sec: milliseconds / 1000, tv_nsec: (milliseconds % 1000) * 1_000_000)
-        var events = [kevent](repeating: kevent(), count: 4)
+        var events = Array(repeating: kevent(), count: 4)
         _ = try System.kernelEvents(queue.rawValue, changes: [], events: &events, timeout: limit)
     }
 

@@ -6,7 +6,7 @@ extension Recorder {
     static func path(of descriptor: Int32) -> String {
         var buffer = [CChar](repeating: 0, count: Int(MAXPATHLEN) + 1)
         guard fcntl(descriptor, F_GETPATH, &buffer) != -1 else { return "?" }
-        return String(cString: buffer)
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
 #endif
