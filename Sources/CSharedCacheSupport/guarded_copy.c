@@ -5,7 +5,9 @@
 // from a mapping would kill the process. So a SIGBUS handler, installed the first time it is
 // needed, turns a fault inside a guarded copy back into a return value, and hands every other
 // SIGBUS to whatever would have handled it without us, as the kernel would have. (The JVM does
-// the same for its mapped buffers.) Linux only: nobody can test Darwin's Mach exceptions here.
+// the same for its mapped buffers.) The same handler keeps the counters' shared mapping from
+// ending the process when their file is cut short: it puts zeros in the mapping's place.
+// Linux only: nobody can test Darwin's Mach exceptions here.
 
 #define _GNU_SOURCE
 #include "CSharedCacheSupport.h"
@@ -15,6 +17,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <ucontext.h>
 
 /// The copy in progress on this thread: where to resume, the bytes whose fault it owns, and the
@@ -95,6 +98,33 @@ static void pass_on(int number, siginfo_t *info, void *context) {
     }
 }
 
+/// Shared mappings of small files that every process writes in place (the counters), guarded
+/// for their whole life rather than a copy at a time: the file cut short under one, a fault in
+/// it puts private zeros in its place and marks it lost, and the instruction that faulted runs
+/// again on them. Slots are claimed and freed with atomics, as the handler reads them.
+#define LOSABLE_LIMIT 16
+static struct losable {
+    int claimed;
+    char *start;  // NULL until the slot is filled in
+    size_t size;
+    int lost;
+} losable[LOSABLE_LIMIT];
+
+/// Whether the fault at `address` was in a losable mapping, now replaced by zeros.
+static int replace_lost_mapping(const char *address) {
+    for (int slot = 0; slot < LOSABLE_LIMIT; slot++) {
+        char *start = __atomic_load_n(&losable[slot].start, __ATOMIC_ACQUIRE);
+        if (start == NULL || address < start || address >= start + losable[slot].size) continue;
+        // mmap is a plain system call on Linux, safe in a handler (unlike malloc).
+        void *zeros = mmap(start, losable[slot].size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                           -1, 0);
+        if (zeros != start) return 0;
+        __atomic_store_n(&losable[slot].lost, 1, __ATOMIC_RELEASE);
+        return 1;
+    }
+    return 0;
+}
+
 static void on_bus_error(int number, siginfo_t *info, void *context) {
     struct guard *guard = active_guard;
     const char *address = info->si_addr;
@@ -102,6 +132,7 @@ static void on_bus_error(int number, siginfo_t *info, void *context) {
         active_guard = guard->outer;
         siglongjmp(guard->resume, 1);
     }
+    if (recurs(info) && replace_lost_mapping(address)) return;
     pass_on(number, info, context);
 }
 
@@ -121,6 +152,32 @@ int scs_guarded_copy_is_available(void) {
     struct sigaction current;
     if (sigaction(SIGBUS, NULL, &current) != 0) return 0;
     return (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_bus_error;
+}
+
+int scs_guard_losable_mapping(void *start, size_t size) {
+    if (!scs_guarded_copy_is_available()) return -1;
+    for (int slot = 0; slot < LOSABLE_LIMIT; slot++) {
+        int unclaimed = 0;
+        if (!__atomic_compare_exchange_n(&losable[slot].claimed, &unclaimed, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            continue;
+        }
+        // The handler looks at a slot once its start is set, so that goes last.
+        losable[slot].size = size;
+        __atomic_store_n(&losable[slot].lost, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&losable[slot].start, (char *)start, __ATOMIC_RELEASE);
+        return slot;
+    }
+    return -1;
+}
+
+int scs_losable_mapping_was_lost(int slot) {
+    return slot >= 0 && slot < LOSABLE_LIMIT && __atomic_load_n(&losable[slot].lost, __ATOMIC_ACQUIRE);
+}
+
+void scs_unguard_losable_mapping(int slot) {
+    if (slot < 0 || slot >= LOSABLE_LIMIT) return;
+    __atomic_store_n(&losable[slot].start, NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&losable[slot].claimed, 0, __ATOMIC_RELEASE);
 }
 
 int scs_guarded_copy(const void *source, void *first, size_t first_count, void *second, size_t second_count) {
@@ -159,6 +216,19 @@ int scs_guarded_copy(const void *source, void *first, size_t first_count, void *
 #else
 
 int scs_guarded_copy_is_available(void) { return 0; }
+
+int scs_guard_losable_mapping(void *start, size_t size) {
+    (void)start;
+    (void)size;
+    return -1;
+}
+
+int scs_losable_mapping_was_lost(int slot) {
+    (void)slot;
+    return 0;
+}
+
+void scs_unguard_losable_mapping(int slot) { (void)slot; }
 
 int scs_guarded_copy(const void *source, void *first, size_t first_count, void *second, size_t second_count) {
     (void)source;

@@ -3,19 +3,30 @@ import CSharedCacheSupport
 /// Bytes of a file mapped shared with every process that maps it, unmapped when this goes.
 ///
 /// The mapping outlives the descriptor it was made from. Touching it past the end of the file
-/// raises SIGBUS, so the caller makes sure the file is at least ``size`` long first, and only
-/// files nobody shrinks are mapped.
+/// raises SIGBUS, so the caller makes sure the file is at least ``size`` long first. Should the
+/// file be cut short later (by hand: `: > stats`), the fault does not end the process where the
+/// guard is available (Linux, see `scs_guard_losable_mapping`): the mapping is then ``isLost``
+/// and holds zeros of this process's own.
 package final class SharedMapping: @unchecked Sendable {
     /// The first mapped byte; valid while this object lives.
     package let address: UnsafeMutableRawPointer
     package let size: Int
+    /// The guard's slot, or -1 where there is none.
+    private let guardSlot: Int32
 
     fileprivate init(address: UnsafeMutableRawPointer, size: Int) {
         self.address = address
         self.size = size
+        guardSlot = scs_guard_losable_mapping(address, size)
     }
 
-    deinit { System.unmap(address, size: size) }
+    deinit {
+        scs_unguard_losable_mapping(guardSlot)
+        System.unmap(address, size: size)
+    }
+
+    /// Whether the file was cut short under the mapping, which no longer shares anything.
+    package var isLost: Bool { scs_losable_mapping_was_lost(guardSlot) != 0 }
 
     /// Adds `value` to the 64-bit counter at `offset` (8-byte aligned) atomically, so that every
     /// process mapping the file counts into it without a lock.

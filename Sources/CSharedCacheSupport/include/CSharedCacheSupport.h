@@ -88,4 +88,17 @@ int scs_guarded_copy_is_available(void);
 /// place before, under its own mask and flags.
 int scs_guarded_copy(const void *source, void *first, size_t first_count, void *second, size_t second_count);
 
+/// Guards the shared mapping of `size` bytes at `start` (page-aligned, mapped from a small file
+/// every process writes in place) for as long as it stays mapped: a fault in it (the file cut
+/// short under it) replaces it with private zeros, which the faulting instruction then reads,
+/// and marks it lost. Returns the guard's slot, or -1 when it cannot be guarded (as for
+/// `scs_guarded_copy_is_available`, or 16 guarded already). Unguard it before unmapping it.
+int scs_guard_losable_mapping(void *start, size_t size);
+
+/// Whether the mapping guarded in `slot` was lost (and now holds this process's zeros).
+int scs_losable_mapping_was_lost(int slot);
+
+/// Stops guarding the mapping in `slot` (-1: none).
+void scs_unguard_losable_mapping(int slot);
+
 #endif

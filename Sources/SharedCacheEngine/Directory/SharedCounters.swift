@@ -80,6 +80,10 @@ package final class SharedCounters: @unchecked Sendable {
 
     private func offset(_ slot: Int) -> Int { Self.countersOffset + 8 * slot }
 
+    /// Whether `stats` was cut short under this process, whose counts from then on go nowhere
+    /// and whose reads find zeros: it then goes on as a process without counters does.
+    package var isLost: Bool { mapping.isLost }
+
     package func add(_ slot: Slot, _ value: UInt64 = 1) {
         mapping.add(value, atOffset: offset(slot.rawValue))
     }

@@ -489,7 +489,7 @@ package final class CacheEngine: Sendable {
                 statistics.journalSequence = live.cursor.lastSequence
                 statistics.journalRepairs = live.journalRepairs
                 statistics.resynchronizations = live.resynchronizations
-                statistics.directory = counters.map(DirectoryActivity.init)
+                statistics.directory = counters.flatMap { $0.isLost ? nil : DirectoryActivity($0) }
                 return statistics
             }
         }

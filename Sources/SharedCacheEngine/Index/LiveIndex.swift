@@ -192,7 +192,7 @@ package final class LiveIndex {
     /// - Parameter readingTheJournal: read the journal whatever the counters say: the watcher
     ///   does, as it is woken by the write itself, which comes before the counter's raise.
     package func refresh(readingTheJournal: Bool = false) throws {
-        if !readingTheJournal, trustsSharedJournalEnd, let counters,
+        if !readingTheJournal, trustsSharedJournalEnd, let counters, !counters.isLost,
             counters.value(.journalSequence) <= cursor.lastSequence
         {
             let now = Clock.monotonicNanoseconds()

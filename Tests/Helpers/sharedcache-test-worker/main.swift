@@ -691,6 +691,27 @@ do {
         print("mapped=\(mapped) size=\(size)")
         withExtendedLifetime(cache) {}
 
+    case "stats-cut":
+        // Holds the cache open, its counters mapped, while the test cuts `stats` short; then a
+        // count (a hit) touches the mapping past the file's end. Another cache opened after
+        // that (as another process would) makes `stats` anew and stores: the first must see it
+        // at once, no longer trusting counters that now go nowhere.
+        let configuration = Configuration(memoryCostLimit: 0)
+        let cache = try SharedCache(directory: directory, configuration: configuration)
+        try cache.put(key: "before", data: Data("b".utf8))
+        guard try cache.get(key: "before") != nil else { fail("before did not read back") }
+        sayReady()
+        awaitGo()
+        guard try cache.get(key: "before")?.data == Data("b".utf8) else { fail("before was lost") }
+        let other = try SharedCache(directory: directory, configuration: configuration)
+        try other.put(key: "other", data: Data("o".utf8))
+        let seen = try cache.get(key: "other") != nil
+        try cache.put(key: "after", data: Data("a".utf8))
+        guard try cache.get(key: "after")?.data == Data("a".utf8) else { fail("after did not read back") }
+        let lost = try cache.statistics().directory == nil
+        let counting = try other.statistics().directory != nil
+        print("lost=\(lost ? 1 : 0) seen=\(seen ? 1 : 0) counting=\(counting ? 1 : 0)")
+
     case "blocked-read":
         let afterHandler = arguments[3] == "after-handler"
         // Installed before the cache's, so that the cache passes what is not its own on to it.

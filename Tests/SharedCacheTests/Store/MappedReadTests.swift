@@ -117,6 +117,29 @@ struct MappedReadTests {
     /// A thread that blocks SIGBUS would be ended by the kernel on a fault: one that blocks it
     /// from before its first read (its mask is asked then) reads with `pread`, so a segment cut
     /// short is a miss there too, while another thread has been copying from the mapping.
+    /// `stats` cut short (`: > stats`) under a process: its counters' mapping then lies past the
+    /// file's end, and the next count raised SIGBUS, which ended every process using the cache.
+    /// The process now goes on as one without counters (each call looks at the journal itself,
+    /// so it sees another's put at once); a process opening the cache later makes `stats` anew.
+    @Test func statsCutShortUnderAProcessLeavesItRunning() async throws {
+        let directory = try TemporaryDirectory()
+        let worker = try Worker.start(["stats-cut", directory("cache")], input: .pipe)
+        #expect(await worker.nextLine(within: .seconds(60)) == "ready")
+        #expect(truncate(directory("cache/stats"), 0) == 0)
+        worker.send("go")
+        let result = await Worker.Result(finishing: worker)
+        #expect(result.status == 0, "\(result.errors)")
+        let outcome = Worker.counters(result.output)
+        #expect(outcome["lost"] == 1)
+        #expect(outcome["seen"] == 1, "a put by another cache, seen at once")
+        #expect(outcome["counting"] == 1)
+        let later = try await Tool.admin.run(["--dir", directory("cache"), "get", "after"])
+        #expect(later.output == "a")
+        let stat = try await Tool.admin.run(["--dir", directory("cache"), "stat", "--json"])
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(stat.output.utf8)) as? [String: Any])
+        #expect(report["entries"] as? Int == 3)
+    }
+
     @Test func aThreadThatBlocksSIGBUSReadsACutSegmentAsAMiss() throws {
         try expectAMissWithSIGBUSBlocked("new-thread")
     }
