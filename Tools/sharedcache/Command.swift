@@ -13,13 +13,17 @@ struct Command: Sendable {
     var options: [(Arguments.Option, String)] = []
     /// Hidden commands are the demo's helper processes.
     var hidden = false
+    /// Whether the command works on the directory `--dir` names (the demo makes its own).
+    var takesDirectory = true
     var run: @Sendable (Invocation) throws -> ExitStatus
 
-    var usage: String { "sharedcache [--dir PATH] \(name)\(synopsis.isEmpty ? "" : " " + synopsis)" }
+    var usage: String {
+        "sharedcache \(takesDirectory ? "[--dir PATH] " : "")\(name)\(synopsis.isEmpty ? "" : " " + synopsis)"
+    }
 
     var help: String {
         var text = "usage: \(usage)\n\n\(summary)\n"
-        let all = options + Command.globalOptions
+        let all = options + Command.globalOptions.filter { takesDirectory || $0.0.names != CacheLocation.option.names }
         text += "\noptions:\n"
         for (option, description) in all {
             let names = option.names.joined(separator: ", ") + (option.takesValue ? " VALUE" : "")

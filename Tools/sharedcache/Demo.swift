@@ -19,7 +19,8 @@ extension Command {
             (.value("--clients"), "how many client processes (default 3)"),
             (.value("--seconds"), "how long the clients work at least (default 6; each stores at least 20 entries)"),
             (.flag("--keep"), "keep the temporary directory and print its path"),
-        ]
+        ],
+        takesDirectory: false
     ) { invocation in
         _ = try invocation.positional(0...0, "")
         guard let clients = Int(invocation.arguments.value("--clients") ?? "3"), (1...8).contains(clients) else {

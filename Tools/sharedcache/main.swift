@@ -80,7 +80,7 @@ if name == nil {
 
 if name == "help" {
     // `sharedcache --dir PATH help put`: the value of --dir is not the topic.
-    guard let topic = splitCommand(rest).0 else {
+    guard let topic = splitCommand(rest).0, topic != "help" else {
         terminal.print(overview)
         terminal.exit(.success)
     }
@@ -97,6 +97,9 @@ guard let command = commands.first(where: { $0.name == name }) else {
 
 do {
     let arguments = try Arguments(rest, options: (command.options + Command.globalOptions).map(\.0))
+    if !command.takesDirectory, arguments.value(CacheLocation.option.names[0]) != nil {
+        throw UsageError("\(command.name) works on a new temporary directory of its own, not one --dir names")
+    }
     let directory = try CacheLocation.directory(arguments)
     if arguments.has("-h") {
         terminal.print(command.help)

@@ -45,6 +45,13 @@ struct SharedCacheToolTests: AdminToolSuite {
         #expect(removed.status == 1)
         #expect(removed.errors.contains("no-such-key-17"))  // which key was not there
         #expect(try await run("get", "greeting").status == 1)
+        #expect(try await run("put", "again", input: "a").status == 0)
+        // One JSON line per key, its outcome a boolean (it was the string "true" or "false").
+        let lines = try await run("rm", "again", "no-such-key-17", "--json").output.split(separator: "\n").map {
+            try #require(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+        }
+        #expect(lines.map { $0["target"] as? String } == ["again", "no-such-key-17"])
+        #expect(lines.map { $0["removed"] as? Bool } == [true, false])
         #expect(try await run("rm", "--hash", KeyHash(key: "-dashed key").hex).status == 0)
         #expect(try await run("ls").output.isEmpty)
     }
@@ -128,6 +135,14 @@ struct SharedCacheToolTests: AdminToolSuite {
             #expect(try await run(command, "--help").output == help.output)
         }
         #expect(!overview.output.contains("demo-client"))
+        // `help [command]` of itself is the overview (it was an unknown command).
+        let helpOfHelp = try await run("help", "help")
+        #expect(helpOfHelp.status == 0 && helpOfHelp.output == overview.output)
+        // The demo makes a directory of its own: no `--dir` in its help, and one given is wrong
+        // usage (it was listed, and ignored).
+        #expect(!(try await run("help", "demo")).output.contains("--dir"))
+        #expect(try await Tool.admin.run(["--dir", cache, "demo", "--seconds", "1"]).status == 64)
+        #expect(!FileManager.default.fileExists(atPath: cache))
     }
 
     @Test func configShowsAndSetsTheSharedLimits() async throws {
