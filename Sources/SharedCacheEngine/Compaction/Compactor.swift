@@ -152,7 +152,7 @@ package final class Compactor: Sendable {
             }
         }
         let adopted = ownEvictions.withLock { own in removals.filter { own.remove($0.location) == nil } }
-        pendingUnlinks.withLock { $0 += adopted }
+        pendingUnlinks.withLock { $0 += adopted.filter { !$0.location.isPacked } }
     }
 
     /// One pass. `shouldStop` is asked between steps; a stop leaves everything journaled so far
@@ -204,8 +204,9 @@ package final class Compactor: Sendable {
             }
         }
         let due = cache.now() + configuration.evictionGracePeriod.milliseconds
+        // A packed body has no file of its own to unlink: its space comes back with its segment's.
         pendingUnlinks.withLock { pending in
-            pending += evicted.map { ($0.hash, $0.entry.location, due) }
+            pending += evicted.filter { !$0.entry.location.isPacked }.map { ($0.hash, $0.entry.location, due) }
         }
         ownEvictions.withLock { $0.formUnion(evicted.map(\.entry.location)) }
         report.evictions = evicted.map(Self.eviction)

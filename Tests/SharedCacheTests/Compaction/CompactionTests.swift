@@ -146,6 +146,22 @@ struct CompactionTests {
         #expect(body.suffix(11) == Data("pinned body".utf8))
     }
 
+    /// A packed body has no file to unlink: neither its eviction nor a removal another process
+    /// journaled waits for one (the daemon woke after each grace period and said it had
+    /// unlinked as many "evicted blobs").
+    @Test func packedBodiesLeaveNothingToUnlink() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace)
+        try cache.put(key: "expired", data: Data("small".utf8), metadata: EntryMetadata(expiry: .at(.distantPast)))
+        try cache.put(key: "kept", data: Data("small".utf8))
+        let compactor = try Compactor(cache: cache)
+        let other = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace)
+        #expect(try other.remove(key: "kept"))
+        #expect(try compactor.pass(CompactionOptions()).expiredCount == 1)
+        #expect(compactor.nextUnlinkDue == nil)
+        #expect(try compactor.unlinkPendingBlobs(waitingForGracePeriod: true) == 0)
+    }
+
     /// Waiting for the grace period (as `compact()` does) unlinks everything pending once it is
     /// over, by however long the wait was: a test's clock that stands still, or went back an
     /// hour, neither keeps the blob nor makes the wait longer than the grace period.
