@@ -58,6 +58,18 @@ extension SharedCache {
     public func verify(repair: Bool = false) throws(SharedCacheError) -> VerificationReport {
         try engine.verify(repair: repair)
     }
+
+    /// Lets go of the one file lock this cache keeps between calls: the exclusive `flock(2)` on
+    /// the pack segment its puts append to. The next put takes a segment again.
+    ///
+    /// iOS ends an app that is suspended while it holds a file lock in a shared container
+    /// (exception `0xdead10cc`). Call this when the app moves to the background, and when an
+    /// extension is done, after the last put. A call that is in progress then (a compaction, a
+    /// fetch, which hold locks while they run) should finish inside a background task
+    /// (`UIApplication.beginBackgroundTask`) or be cancelled.
+    public func prepareForSuspension() {
+        engine.bodies.finishWriting()
+    }
 }
 
 extension Compactor {

@@ -80,6 +80,10 @@ package protocol BodyStore: Sendable {
 
     /// Closes what the store holds open of retired segments (`nil`: of any that are gone).
     func close(retired packs: [UInt64]?)
+
+    /// Lets go of the segment this process appends to, and so of its lock; the next put takes
+    /// on a segment again.
+    func finishWriting()
 }
 
 extension BodyStore {
@@ -88,6 +92,7 @@ extension BodyStore {
     package func copy(_ hash: KeyHash, at location: BodyLocation, durable: Bool) throws -> BodyLocation? { nil }
     package func delete(_ pack: FinishedPack) throws {}
     package func close(retired packs: [UInt64]?) {}
+    package func finishWriting() {}
 }
 
 /// What reading a body found.

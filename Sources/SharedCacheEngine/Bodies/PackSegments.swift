@@ -81,6 +81,13 @@ package final class PackSegments: Sendable {
     /// The segment this process appends to, if any: the compactor leaves it alone.
     package var activePack: UInt64? { writer.withLock { $0?.pack } }
 
+    /// Closes the segment this process appends to, which lets go of its lock: the one file
+    /// lock a process keeps between calls. The next append takes on a segment again (most
+    /// likely this one, unlocked and not full).
+    package func finishWriting() {
+        writer.withLock { $0 = nil }
+    }
+
     // MARK: Reading
 
     /// The segment `pack`, open for reading; `nil` when it no longer exists (retired).

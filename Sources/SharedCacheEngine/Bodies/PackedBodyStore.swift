@@ -324,6 +324,10 @@ package struct PackedBodyStore: BodyStore {
     package func close(retired packs: [UInt64]?) {
         self.packs.close(retired: packs)
     }
+
+    package func finishWriting() {
+        packs.finishWriting()
+    }
 }
 
 /// A packed body held readable: the segment's descriptor stays open while this exists, even

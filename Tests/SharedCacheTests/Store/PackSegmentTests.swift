@@ -227,6 +227,38 @@ struct PackSegmentTests {
         #expect(try reader.verify().problems.isEmpty)
     }
 
+    /// Between calls a cache holds one file lock, on the segment it appends to; iOS ends an app
+    /// suspended with a file lock in a shared container, so `prepareForSuspension()` lets go of
+    /// it. Checked from another process (flock(1)) on every file of the directory; the next put
+    /// takes a segment again.
+    @Test(.enabled(if: Requirements.isInstalled("/usr/bin/flock"), "needs flock(1), from util-linux"))
+    func preparedForSuspensionACacheHoldsNoFileLock() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        try cache.put(key: "k0", data: Self.body(0))
+        /// The files of the cache another process cannot lock right now.
+        func locked() throws -> [String] {
+            let files = try FileManager.default.subpathsOfDirectory(atPath: directory("cache")).filter {
+                var isDirectory: ObjCBool = false
+                return FileManager.default.fileExists(atPath: directory("cache/\($0)"), isDirectory: &isDirectory)
+                    && !isDirectory.boolValue
+            }
+            return try files.filter { file in
+                let probe = try ChildProcess(
+                    URL(fileURLWithPath: "/usr/bin/flock"),
+                    arguments: ["--nonblock", directory("cache/\(file)"), "true"])
+                return probe.wait() != .exited(0)
+            }
+        }
+        let segment = "packs/\(try #require(try packSegments(in: directory("cache")).first))"
+        #expect(try locked() == [segment])
+        cache.prepareForSuspension()
+        #expect(try locked() == [])
+        try cache.put(key: "k1", data: Self.body(1))
+        #expect(try packSegments(in: directory("cache")).count == 1, "the segment let go of is taken on again")
+        for index in 0..<2 { #expect(try cache.get(key: "k\(index)")?.data == Self.body(index)) }
+    }
+
     /// A segment mostly dead: its live records move to the compactor's segment (journaled, so
     /// every process follows), and the old one goes whole; nobody hears of a removal.
     @Test func aMostlyDeadSegmentIsCompactedAndItsLiveEntriesMove() throws {
