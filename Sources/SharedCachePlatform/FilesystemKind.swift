@@ -13,13 +13,17 @@ package enum FilesystemKind: Equatable, Sendable {
     ]
 
     /// Darwin `statfs` type names of network filesystems.
-    package static let darwinNetworkNames: Set<String> = ["nfs", "smbfs", "afpfs", "webdav", "cifs", "ftp"]
+    package static let darwinNetworkNames: Set<String> = [
+        "nfs", "smbfs", "afpfs", "webdav", "cifs", "ftp", "macfuse", "osxfuse", "virtiofs", "vmhgfs",
+    ]
 
     package init(linuxMagic magic: Int64) {
         self = Self.linuxNetworkMagics[magic].map { .network($0) } ?? .local
     }
 
-    package init(darwinTypeName name: String) {
-        self = Self.darwinNetworkNames.contains(name) ? .network(name) : .local
+    /// `isLocal`: whether `statfs` sets `MNT_LOCAL`, which a filesystem of a name not listed
+    /// here can leave clear too.
+    package init(darwinTypeName name: String, isLocal: Bool = true) {
+        self = Self.darwinNetworkNames.contains(name) || !isLocal ? .network(name) : .local
     }
 }

@@ -99,7 +99,7 @@ extension System {
         let name = withUnsafeBytes(of: result.f_fstypename) { raw in
             String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
         }
-        return FilesystemKind(darwinTypeName: name)
+        return FilesystemKind(darwinTypeName: name, isLocal: result.f_flags & UInt32(MNT_LOCAL) != 0)
     }
 }
 #endif

@@ -27,11 +27,16 @@ package final class PackSegments: Sendable {
     package static let openSegmentLimit = 64
 
     let directory: CacheDirectory
+    /// Whether segments are read through mappings. Not on a network filesystem, where pages
+    /// already mapped are not revalidated as a `pread` is: a record another machine appended
+    /// could read as damage there, and be journaled as such for every process.
+    let mapsSegments: Bool
     private let writer = Locked<ActiveSegment?>(nil)
     private let readers = Locked(OpenSegments())
 
-    package init(directory: CacheDirectory) {
+    package init(directory: CacheDirectory, mapsSegments: Bool = true) {
         self.directory = directory
+        self.mapsSegments = mapsSegments
     }
 
     /// `packs/<16 hex digits>`.
@@ -100,7 +105,7 @@ package final class PackSegments: Sendable {
         // blocking), and would fail every read of it with a bare `pread` error.
         let status = try descriptor.status()
         guard status.isRegularFile else { throw SystemError.notRegularFile(Self.name(pack), status) }
-        let file = PackFile(pack: pack, file: descriptor)
+        let file = PackFile(pack: pack, file: descriptor, mapped: mapsSegments)
         return readers.withLock { $0.insert(file) }
     }
 
@@ -128,9 +133,9 @@ package final class PackFile: Sendable {
     /// are not guarded (see ``GrowingFileMapping``).
     package let mapping: GrowingFileMapping?
 
-    init(pack: UInt64, file: consuming FileDescriptor) {
+    init(pack: UInt64, file: consuming FileDescriptor, mapped: Bool) {
         self.pack = pack
-        mapping = GrowingFileMapping.map(file, capacity: Int(PackSegments.segmentCapacity))
+        mapping = mapped ? GrowingFileMapping.map(file, capacity: Int(PackSegments.segmentCapacity)) : nil
         self.file = file
     }
 }

@@ -24,10 +24,11 @@ package struct PackedBodyStore: BodyStore {
     package let blobs: BlobFileStore
     package let packs: PackSegments
 
-    package init(directory: CacheDirectory, packThreshold: Int) {
+    /// - Parameter mapsSegments: see ``PackSegments/mapsSegments``.
+    package init(directory: CacheDirectory, packThreshold: Int, mapsSegments: Bool = true) {
         self.packThreshold = packThreshold
         blobs = BlobFileStore(directory: directory)
-        packs = PackSegments(directory: directory)
+        packs = PackSegments(directory: directory, mapsSegments: mapsSegments)
     }
 
     // MARK: Writing

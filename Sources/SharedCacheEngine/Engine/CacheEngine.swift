@@ -101,7 +101,9 @@ package final class CacheEngine: Sendable {
         let (directory, lock, shared, format) = try CacheDirectory.open(
             path: path, creating: ConfigurationFile(configuration), sharing: configuration.sharing,
             timeout: configuration.lockTimeout, durable: durable)
-        let bodies = PackedBodyStore(directory: directory, packThreshold: shared.packThreshold)
+        let filesystem = Self.filesystemKind(of: directory)
+        let bodies = PackedBodyStore(
+            directory: directory, packThreshold: shared.packThreshold, mapsSegments: filesystem == .local)
         let (live, rebuilt) = try directory.perform("loading the index of \(path)") {
             try LiveIndex.load(
                 directory, bodies: bodies, lock: lock, timeout: configuration.lockTimeout, durable: durable)
@@ -118,7 +120,6 @@ package final class CacheEngine: Sendable {
                     + "journal segments kept; small (packed) entries stored before the oldest segment kept, if "
                     + "any, are no longer in the cache (sharedcache(5), Reading and recovery)")
         }
-        let filesystem = (try? directory.descriptor.filesystemKind()) ?? .local
         if case .network(let name) = filesystem, case .fileEvents(let interval) = configuration.journalWatching {
             // File events do not report other machines' appends: watch by polling instead.
             adopted.journalWatching = .polling(every: interval)
@@ -149,6 +150,15 @@ package final class CacheEngine: Sendable {
         self.state = Locked(
             State(live: live, statistics: statistics, memory: MemoryTier(configuration)))
         if format.major < FormatVersion.current.major { try upgradeFormat() }
+    }
+
+    /// Whether `directory` is on a local filesystem. `SHAREDCACHE_TEST_FILESYSTEM` (debug builds
+    /// only) names a network filesystem to take it for, as nothing here can mount one.
+    private static func filesystemKind(of directory: CacheDirectory) -> FilesystemKind {
+        #if DEBUG
+        if let name = ProcessInfo.processInfo.environment["SHAREDCACHE_TEST_FILESYSTEM"] { return .network(name) }
+        #endif
+        return (try? directory.descriptor.filesystemKind()) ?? .local
     }
 
     /// Milliseconds since the epoch, by the configured clock.

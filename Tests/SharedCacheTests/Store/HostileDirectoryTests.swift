@@ -199,6 +199,7 @@ struct HostileDirectoryTests {
         #expect(FilesystemKind(linuxMagic: 0x0102_1994) == .local)  // tmpfs
         #expect(FilesystemKind(darwinTypeName: "smbfs") == .network("smbfs"))
         #expect(FilesystemKind(darwinTypeName: "apfs") == .local)
+        #expect(FilesystemKind(darwinTypeName: "someonesfs", isLocal: false) == .network("someonesfs"))
     }
 
     @Test func aLocalDirectoryKeepsFileEventsAndHasNoWarnings() throws {

@@ -91,6 +91,19 @@ struct MappedReadTests {
         }
     }
 
+    /// On a network filesystem a segment is read with `pread`, never through a mapping: pages
+    /// mapped there are not revalidated as a read is, so a record another machine appended could
+    /// read as damage. (The filesystem is named by a debug hook: nothing here mounts NFS.)
+    @Test func onANetworkFilesystemSegmentsAreReadNotMapped() throws {
+        let directory = try TemporaryDirectory()
+        let result = try Worker.run(
+            ["mapped-size", directory("cache"), "unlimited"], environment: ["SHAREDCACHE_TEST_FILESYSTEM": "nfs"])
+        #expect(result.status == 0, "\(result.errors)")  // the entries read back
+        let found = Worker.counters(result.output)
+        #expect(found["mapped"] == 0)
+        #expect((found["size"] ?? 0) > 0)
+    }
+
     /// A process reserves a segment's whole capacity of address space for its mapping (64 MiB,
     /// which the segment grows into), but under a limit on address space only what the segment
     /// holds, rounded up to a page. (Not under a sanitizer, which reserves terabytes of address
