@@ -61,14 +61,18 @@ package final class SharedCounters: @unchecked Sendable {
         guard let mapping = try? file.mapShared(size: size) else { return nil }
         let header = UnsafeMutableRawBufferPointer(start: mapping.address, count: 16)
         if header.prefix(4).allSatisfy({ $0 == 0 }) {
-            // A new file: write the header. Two creators write the same magic and version;
-            // their creation times differ by microseconds.
-            var writer = ByteWriter(capacity: 16)
+            // A new file: write the header, the creation time first and then the magic and
+            // version as one atomic word, so that a process opening it meanwhile finds either no
+            // magic yet (and writes the same word) or all of it, never part of it (which read as
+            // a foreign file, and left that process without counters). Two creators' times
+            // differ by microseconds; the later one stays.
+            var writer = ByteWriter(capacity: 8)
             writer.append(bytes: magic)
             writer.append(UInt16(1))
             writer.append(UInt16(0))
-            writer.append(Clock.nowMilliseconds())
-            header.copyBytes(from: writer.bytes)
+            let word = writer.bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+            mapping.raise(to: UInt64(bitPattern: Clock.nowMilliseconds().littleEndian), atOffset: 8)
+            mapping.raise(to: word, atOffset: 0)
         }
         guard header.prefix(4).elementsEqual(magic) else { return nil }
         return SharedCounters(mapping: mapping)
