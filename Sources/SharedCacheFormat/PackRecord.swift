@@ -38,6 +38,24 @@ package enum PackRecord {
         return writer.bytes
     }
 
+    /// Whether `bytes` begin with the header of pack `pack`: its magic, its number and its
+    /// checksum (any version: an older one's segments are read too).
+    package static func isSegmentHeader(_ bytes: UnsafeRawBufferPointer, of pack: UInt64) -> Bool {
+        var reader = ByteReader(bytes)
+        do {
+            guard try reader.readBytes(segmentMagic.count).elementsEqual(segmentMagic) else { return false }
+            _ = try reader.read(UInt16.self)
+            _ = try reader.read(UInt16.self)
+            guard try reader.read(UInt64.self) == pack else { return false }
+            _ = try reader.read(Int64.self)
+            _ = try reader.read(UInt32.self)
+            try reader.verifyChecksum()
+            return true
+        } catch {
+            return false
+        }
+    }
+
     /// The record's length for a body header of `headerSize` bytes and a body of `bodySize`.
     package static func length(headerSize: Int, bodySize: Int) -> Int { prefixSize + headerSize + bodySize }
 

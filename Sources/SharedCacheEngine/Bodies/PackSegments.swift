@@ -265,12 +265,22 @@ extension PackSegments {
 
     /// Files in `packs/` that are not pack segments (repair removes them), and segments that
     /// are not yet named by anything: what `verify` reports.
-    package func audit(repair: Bool) throws -> [BodyProblem] {
+    ///
+    /// - Parameter cutoff: a segment named as one whose header is not (yet) written is reported
+    ///   only if last written before this (milliseconds since the epoch): a writer may be making it.
+    package func audit(repair: Bool, cutoff: Int64) throws -> [BodyProblem] {
         var problems: [BodyProblem] = []
         for name in try directory.contents(of: CacheDirectory.packsDirectory).sorted() {
             let path = "\(CacheDirectory.packsDirectory)/\(name)"
             guard let status = try directory.status(of: path) else { continue }
-            if Self.parseName(name) != nil, status.isRegularFile { continue }
+            if let pack = Self.parseName(name), status.isRegularFile {
+                guard status.modifiedMilliseconds < cutoff, !(try hasSegmentHeader(pack)) else { continue }
+                problems.append(
+                    try .found(
+                        .foreign, at: path, "named as a pack segment, but it does not begin with one's header",
+                        repair: repair, in: directory))
+                continue
+            }
             // A link is never followed, so the records it leads to are lost with it, unless a
             // copy of its target takes its place first.
             let detail =
@@ -282,6 +292,14 @@ extension PackSegments {
                 try .found(.foreign, at: path, detail, isFolder: status.isDirectory, repair: repair, in: directory))
         }
         return problems
+    }
+
+    /// Whether segment `pack` begins with its header (a segment that vanished meanwhile: yes).
+    private func hasSegmentHeader(_ pack: UInt64) throws -> Bool {
+        guard let file = try directory.openIfPresent(Self.name(pack), flags: O_RDONLY | O_NONBLOCK) else { return true }
+        var header = [UInt8](repeating: 0, count: PackRecord.segmentHeaderSize)
+        let count = try header.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
+        return count == header.count && header.withUnsafeBytes { PackRecord.isSegmentHeader($0, of: pack) }
     }
 
     // MARK: Reclaiming

@@ -299,7 +299,7 @@ package struct PackedBodyStore: BodyStore {
         -> [BodyProblem]
     {
         try blobs.audit(isLive: isLive, orphanCutoff: orphanCutoff, repair: repair)
-            + packs.audit(repair: repair)
+            + packs.audit(repair: repair, cutoff: orphanCutoff)
     }
 
     // MARK: Segments

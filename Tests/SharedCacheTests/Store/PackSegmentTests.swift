@@ -259,6 +259,29 @@ struct PackSegmentTests {
         for index in 0..<2 { #expect(try cache.get(key: "k\(index)")?.data == Self.body(index)) }
     }
 
+    /// A file named as a pack segment that does not begin with one's header (other bytes) is
+    /// reported by `verify` as not a segment, and `--repair` removes it; the entries stay. (It
+    /// passed as a segment; the same bytes under another name were reported.) One written in the
+    /// last minute is left alone: a writer may be making it.
+    @Test func aFileNamedAsASegmentThatIsNotOneIsReported() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        for index in 0..<3 { try cache.put(key: "k\(index)", data: Self.body(index)) }
+        let garbage = Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
+        let planted = "packs/00000000000000aa"
+        try garbage.write(to: URL(fileURLWithPath: directory("cache/\(planted)")))
+        #expect(try cache.verify().isClean, "too young to be anything but a segment being made")
+
+        try Self.age([directory("cache/\(planted)")])
+        let report = try cache.verify()
+        #expect(report.problems.map(\.path) == [planted])
+        #expect(report.problems.map(\.kind) == [.foreignFile])
+        #expect(try cache.verify(repair: true).problems.map(\.repaired) == [true])
+        #expect(!FileManager.default.fileExists(atPath: directory("cache/\(planted)")))
+        #expect(try cache.verify().isClean)
+        for index in 0..<3 { #expect(try cache.get(key: "k\(index)")?.data == Self.body(index)) }
+    }
+
     /// A segment mostly dead: its live records move to the compactor's segment (journaled, so
     /// every process follows), and the old one goes whole; nobody hears of a removal.
     @Test func aMostlyDeadSegmentIsCompactedAndItsLiveEntriesMove() throws {
