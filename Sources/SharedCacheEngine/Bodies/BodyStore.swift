@@ -84,6 +84,9 @@ package protocol BodyStore: Sendable {
     /// Lets go of the segment this process appends to, and so of its lock; the next put takes
     /// on a segment again.
     func finishWriting()
+
+    /// Files named as pack segments that are not (see ``PackSegments/headerless(sparing:cutoff:repair:)``).
+    func headerlessSegments(sparing livePacks: Set<UInt64>, cutoff: Int64, repair: Bool) throws -> [BodyProblem]
 }
 
 extension BodyStore {
@@ -93,6 +96,9 @@ extension BodyStore {
     package func delete(_ pack: FinishedPack) throws {}
     package func close(retired packs: [UInt64]?) {}
     package func finishWriting() {}
+    package func headerlessSegments(sparing livePacks: Set<UInt64>, cutoff: Int64, repair: Bool) -> [BodyProblem] {
+        []
+    }
 }
 
 /// What reading a body found.

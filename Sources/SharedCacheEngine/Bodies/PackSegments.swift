@@ -265,22 +265,12 @@ extension PackSegments {
 
     /// Files in `packs/` that are not pack segments (repair removes them), and segments that
     /// are not yet named by anything: what `verify` reports.
-    ///
-    /// - Parameter cutoff: a segment named as one whose header is not (yet) written is reported
-    ///   only if last written before this (milliseconds since the epoch): a writer may be making it.
-    package func audit(repair: Bool, cutoff: Int64) throws -> [BodyProblem] {
+    package func audit(repair: Bool) throws -> [BodyProblem] {
         var problems: [BodyProblem] = []
         for name in try directory.contents(of: CacheDirectory.packsDirectory).sorted() {
             let path = "\(CacheDirectory.packsDirectory)/\(name)"
             guard let status = try directory.status(of: path) else { continue }
-            if let pack = Self.parseName(name), status.isRegularFile {
-                guard status.modifiedMilliseconds < cutoff, !(try hasSegmentHeader(pack)) else { continue }
-                problems.append(
-                    try .found(
-                        .foreign, at: path, "named as a pack segment, but it does not begin with one's header",
-                        repair: repair, in: directory))
-                continue
-            }
+            if Self.parseName(name) != nil, status.isRegularFile { continue }
             // A link is never followed, so the records it leads to are lost with it, unless a
             // copy of its target takes its place first.
             let detail =
@@ -294,12 +284,25 @@ extension PackSegments {
         return problems
     }
 
-    /// Whether segment `pack` begins with its header (a segment that vanished meanwhile: yes).
-    private func hasSegmentHeader(_ pack: UInt64) throws -> Bool {
-        guard let file = try directory.openIfPresent(Self.name(pack), flags: O_RDONLY | O_NONBLOCK) else { return true }
-        var header = [UInt8](repeating: 0, count: PackRecord.segmentHeaderSize)
-        let count = try header.withUnsafeMutableBytes { try file.read(fromAbsoluteOffset: 0, into: $0) }
-        return count == header.count && header.withUnsafeBytes { PackRecord.isSegmentHeader($0, of: pack) }
+    /// Files named as segments that do not begin with a segment's header: not segments at all
+    /// (`verify` reports them, and repairing removes them). Spared: a segment a live entry names
+    /// (each record checks itself, and a read never looks at the header), one a writer holds
+    /// locked or wrote since `cutoff` (milliseconds since the epoch; it may be making it). Each
+    /// is held locked until it is removed, so that no process takes it on meanwhile.
+    package func headerless(sparing livePacks: Set<UInt64>, cutoff: Int64, repair: Bool) throws -> [BodyProblem] {
+        var problems: [BodyProblem] = []
+        for segment in try finished(modifiedBefore: cutoff).sorted(by: { $0.pack < $1.pack })
+        where !livePacks.contains(segment.pack) {
+            var header = [UInt8](repeating: 0, count: PackRecord.segmentHeaderSize)
+            let count = try header.withUnsafeMutableBytes { try segment.file.read(fromAbsoluteOffset: 0, into: $0) }
+            guard count < header.count || !header.withUnsafeBytes({ PackRecord.isSegmentHeader($0, of: segment.pack) })
+            else { continue }
+            problems.append(
+                try .found(
+                    .foreign, at: Self.name(segment.pack),
+                    "named as a pack segment, but it does not begin with one's header", repair: repair, in: directory))
+        }
+        return problems
     }
 
     // MARK: Reclaiming

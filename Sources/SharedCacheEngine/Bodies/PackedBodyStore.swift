@@ -299,7 +299,7 @@ package struct PackedBodyStore: BodyStore {
         -> [BodyProblem]
     {
         try blobs.audit(isLive: isLive, orphanCutoff: orphanCutoff, repair: repair)
-            + packs.audit(repair: repair, cutoff: orphanCutoff)
+            + packs.audit(repair: repair)
     }
 
     // MARK: Segments
@@ -328,6 +328,12 @@ package struct PackedBodyStore: BodyStore {
 
     package func finishWriting() {
         packs.finishWriting()
+    }
+
+    package func headerlessSegments(sparing livePacks: Set<UInt64>, cutoff: Int64, repair: Bool) throws
+        -> [BodyProblem]
+    {
+        try packs.headerless(sparing: livePacks, cutoff: cutoff, repair: repair)
     }
 }
 

@@ -181,9 +181,13 @@ extension CacheEngine {
         against entries: Index, repair: Bool, into report: inout VerificationReport
     ) throws {
         let inFlightCutoff = now() - Self.verificationInFlightAge
-        let problems = try bodies.audit(
-            isLive: { hash, location in entries[hash]?.location == location }, orphanCutoff: inFlightCutoff,
-            repair: repair)
+        var livePacks = Set<UInt64>()
+        for (_, entry) in entries where entry.location.isPacked { livePacks.insert(entry.location.pack) }
+        let problems =
+            try bodies.audit(
+                isLive: { hash, location in entries[hash]?.location == location }, orphanCutoff: inFlightCutoff,
+                repair: repair)
+            + bodies.headerlessSegments(sparing: livePacks, cutoff: inFlightCutoff, repair: repair)
         for problem in problems {
             report.problems.append(
                 .init(

@@ -261,8 +261,9 @@ struct PackSegmentTests {
 
     /// A file named as a pack segment that does not begin with one's header (other bytes) is
     /// reported by `verify` as not a segment, and `--repair` removes it; the entries stay. (It
-    /// passed as a segment; the same bytes under another name were reported.) One written in the
-    /// last minute is left alone: a writer may be making it.
+    /// passed as a segment; the same bytes under another name were reported.) Left alone: one
+    /// written in the last minute or held locked (a writer may be making it), and a segment
+    /// entries live in, whatever its header says (a read never looks at it).
     @Test func aFileNamedAsASegmentThatIsNotOneIsReported() throws {
         let directory = try TemporaryDirectory()
         let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
@@ -273,11 +274,28 @@ struct PackSegmentTests {
         #expect(try cache.verify().isClean, "too young to be anything but a segment being made")
 
         try Self.age([directory("cache/\(planted)")])
+        // Held locked, as a writer making it would: spared too.
+        let holder = open(directory("cache/\(planted)"), O_RDONLY)
+        #expect(holder >= 0 && flock(holder, LOCK_EX) == 0)
+        #expect(try cache.verify().isClean, "held by a writer")
+        close(holder)
+
+        // A real segment whose header took damage (its creation time): its records check
+        // themselves and still read, so it is spared while entries live in it.
+        let live = "packs/\(try #require(try packSegments(in: directory("cache")).first { "packs/\($0)" != planted }))"
+        let segment = try #require(FileHandle(forUpdatingAtPath: directory("cache/\(live)")))
+        try segment.seek(toOffset: 16)
+        try segment.write(contentsOf: Data([0xFF]))
+        try segment.close()
+        try Self.age([directory("cache/\(live)")])
+        cache.prepareForSuspension()  // its writer lets go of it: spared for its entries alone
+
         let report = try cache.verify()
         #expect(report.problems.map(\.path) == [planted])
         #expect(report.problems.map(\.kind) == [.foreignFile])
         #expect(try cache.verify(repair: true).problems.map(\.repaired) == [true])
         #expect(!FileManager.default.fileExists(atPath: directory("cache/\(planted)")))
+        #expect(FileManager.default.fileExists(atPath: directory("cache/\(live)")))
         #expect(try cache.verify().isClean)
         for index in 0..<3 { #expect(try cache.get(key: "k\(index)")?.data == Self.body(index)) }
     }
