@@ -102,7 +102,7 @@ static void pass_on(int number, siginfo_t *info, void *context) {
 /// for their whole life rather than a copy at a time: the file cut short under one, a fault in
 /// it puts private zeros in its place and marks it lost, and the instruction that faulted runs
 /// again on them. Slots are claimed and freed with atomics, as the handler reads them.
-#define LOSABLE_LIMIT 16
+#define LOSABLE_LIMIT 256
 static struct losable {
     int claimed;
     char *start;  // NULL until the slot is filled in
@@ -114,10 +114,10 @@ static struct losable {
 static int replace_lost_mapping(const char *address) {
     for (int slot = 0; slot < LOSABLE_LIMIT; slot++) {
         char *start = __atomic_load_n(&losable[slot].start, __ATOMIC_ACQUIRE);
-        if (start == NULL || address < start || address >= start + losable[slot].size) continue;
+        size_t size = __atomic_load_n(&losable[slot].size, __ATOMIC_RELAXED);
+        if (start == NULL || address < start || address >= start + size) continue;
         // mmap is a plain system call on Linux, safe in a handler (unlike malloc).
-        void *zeros = mmap(start, losable[slot].size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-                           -1, 0);
+        void *zeros = mmap(start, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
         if (zeros != start) return 0;
         __atomic_store_n(&losable[slot].lost, 1, __ATOMIC_RELEASE);
         return 1;
@@ -162,7 +162,7 @@ int scs_guard_losable_mapping(void *start, size_t size) {
             continue;
         }
         // The handler looks at a slot once its start is set, so that goes last.
-        losable[slot].size = size;
+        __atomic_store_n(&losable[slot].size, size, __ATOMIC_RELAXED);
         __atomic_store_n(&losable[slot].lost, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&losable[slot].start, (char *)start, __ATOMIC_RELEASE);
         return slot;

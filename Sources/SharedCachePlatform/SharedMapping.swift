@@ -4,9 +4,9 @@ import CSharedCacheSupport
 ///
 /// The mapping outlives the descriptor it was made from. Touching it past the end of the file
 /// raises SIGBUS, so the caller makes sure the file is at least ``size`` long first. Should the
-/// file be cut short later (by hand: `: > stats`), the fault does not end the process where the
-/// guard is available (Linux, see `scs_guard_losable_mapping`): the mapping is then ``isLost``
-/// and holds zeros of this process's own.
+/// file be cut short later (by hand), the fault does not end the process where the guard is
+/// available (Linux, see `scs_guard_losable_mapping`): the mapping is then ``isLost`` and holds
+/// zeros of this process's own.
 package final class SharedMapping: @unchecked Sendable {
     /// The first mapped byte; valid while this object lives.
     package let address: UnsafeMutableRawPointer

@@ -92,7 +92,7 @@ int scs_guarded_copy(const void *source, void *first, size_t first_count, void *
 /// every process writes in place) for as long as it stays mapped: a fault in it (the file cut
 /// short under it) replaces it with private zeros, which the faulting instruction then reads,
 /// and marks it lost. Returns the guard's slot, or -1 when it cannot be guarded (as for
-/// `scs_guarded_copy_is_available`, or 16 guarded already). Unguard it before unmapping it.
+/// `scs_guarded_copy_is_available`, or 256 guarded already). Unguard it before unmapping it.
 int scs_guard_losable_mapping(void *start, size_t size);
 
 /// Whether the mapping guarded in `slot` was lost (and now holds this process's zeros).

@@ -192,8 +192,10 @@ package final class LiveIndex {
     /// - Parameter readingTheJournal: read the journal whatever the counters say: the watcher
     ///   does, as it is woken by the write itself, which comes before the counter's raise.
     package func refresh(readingTheJournal: Bool = false) throws {
-        if !readingTheJournal, trustsSharedJournalEnd, let counters, !counters.isLost,
-            counters.value(.journalSequence) <= cursor.lastSequence
+        // Lost is asked after the load: a load that is the first touch of a file cut short
+        // faults, and reads the zeros put in its place.
+        if !readingTheJournal, trustsSharedJournalEnd, let counters,
+            counters.value(.journalSequence) <= cursor.lastSequence, !counters.isLost
         {
             let now = Clock.monotonicNanoseconds()
             if now &- lastJournalCheck < Self.journalCheckInterval { return }

@@ -127,9 +127,6 @@ struct MappedReadTests {
         #expect(limited.size > 0 && limited.mapped == (limited.size + page - 1) / page * page)
     }
 
-    /// A thread that blocks SIGBUS would be ended by the kernel on a fault: one that blocks it
-    /// from before its first read (its mask is asked then) reads with `pread`, so a segment cut
-    /// short is a miss there too, while another thread has been copying from the mapping.
     /// `stats` cut short (`: > stats`) under a process: its counters' mapping then lies past the
     /// file's end, and the next count raised SIGBUS, which ended every process using the cache.
     /// The process now goes on as one without counters (each call looks at the journal itself,
@@ -153,6 +150,9 @@ struct MappedReadTests {
         #expect(report["entries"] as? Int == 3)
     }
 
+    /// A thread that blocks SIGBUS would be ended by the kernel on a fault: one that blocks it
+    /// from before its first read (its mask is asked then) reads with `pread`, so a segment cut
+    /// short is a miss there too, while another thread has been copying from the mapping.
     @Test func aThreadThatBlocksSIGBUSReadsACutSegmentAsAMiss() throws {
         try expectAMissWithSIGBUSBlocked("new-thread")
     }
