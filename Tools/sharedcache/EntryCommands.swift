@@ -76,7 +76,7 @@ extension Command {
         let targets = try invocation.positional(1...Int.max, invocation.arguments.has("--hash") ? "HASH" : "KEY")
         let cache = try invocation.cache()
         var missing = false
-        var results: [Removal] = []
+        var results: [RemovalJSON] = []
         for target in targets {
             let removed: Bool
             if invocation.arguments.has("--hash") {
@@ -89,14 +89,14 @@ extension Command {
                 missing = true
                 if !invocation.json { invocation.terminal.warn("not in the cache: \(target)") }
             }
-            results.append(Removal(target: target, removed: removed))
+            results.append(RemovalJSON(target: target, removed: removed))
         }
         if invocation.json { for result in results { invocation.terminal.printJSON(result) } }
         return missing ? .notFound : .success
     }
 
     /// `rm --json`'s line for one key or hash.
-    private struct Removal: Encodable {
+    private struct RemovalJSON: Encodable {
         var target: String
         var removed: Bool
     }

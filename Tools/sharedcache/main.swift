@@ -97,14 +97,14 @@ guard let command = commands.first(where: { $0.name == name }) else {
 
 do {
     let arguments = try Arguments(rest, options: (command.options + Command.globalOptions).map(\.0))
-    if !command.takesDirectory, arguments.value(CacheLocation.option.names[0]) != nil {
-        throw UsageError("\(command.name) works on a new temporary directory of its own, not one --dir names")
-    }
-    let directory = try CacheLocation.directory(arguments)
     if arguments.has("-h") {
         terminal.print(command.help)
         terminal.exit(.success)
     }
+    if !command.takesDirectory, arguments.value(CacheLocation.option.names[0]) != nil {
+        throw UsageError("\(command.name) works on a new temporary directory of its own, not one --dir names")
+    }
+    let directory = try CacheLocation.directory(arguments)
     let invocation = Invocation(arguments: arguments, directory: directory, terminal: terminal)
     terminal.exit(try command.run(invocation))
 } catch let error as UsageError {

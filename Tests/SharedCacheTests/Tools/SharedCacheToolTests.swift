@@ -142,6 +142,7 @@ struct SharedCacheToolTests: AdminToolSuite {
         // usage (it was listed, and ignored).
         #expect(!(try await run("help", "demo")).output.contains("--dir"))
         #expect(try await Tool.admin.run(["--dir", cache, "demo", "--seconds", "1"]).status == 64)
+        #expect(try await Tool.admin.run(["--dir", cache, "demo", "--help"]).status == 0, "help comes first")
         #expect(!FileManager.default.fileExists(atPath: cache))
     }
 
