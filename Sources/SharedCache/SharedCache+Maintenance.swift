@@ -64,9 +64,11 @@ extension SharedCache {
     ///
     /// iOS ends an app that is suspended while it holds a file lock in a shared container
     /// (exception `0xdead10cc`). Call this when the app moves to the background, and when an
-    /// extension is done, after the last put. A call that is in progress then (a compaction, a
-    /// fetch, which hold locks while they run) should finish inside a background task
-    /// (`UIApplication.beginBackgroundTask`) or be cancelled.
+    /// extension is done, after the last put: any put after it takes the lock again, one a
+    /// background revalidation makes too, so await ``waitForBackgroundRevalidations()`` first. A
+    /// call that is in progress then (a compaction, a fetch, which hold locks while they run)
+    /// should finish inside a background task (`UIApplication.beginBackgroundTask`) or be
+    /// cancelled.
     public func prepareForSuspension() {
         engine.bodies.finishWriting()
     }

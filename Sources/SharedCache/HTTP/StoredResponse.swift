@@ -6,6 +6,7 @@
 /// kind 1     = status:u16 lifetime:i64 flags:u8 headers vary-values   ; a stored response
 /// kind 2     = name-count:u16 {name-size:u16 name} key-count:u32 {key-size:u32 key}  ; variants
 /// headers    = count:u16 {name-size:u16 name value-size:u32 value}
+/// vary-values = headers
 /// ```
 /// `lifetime` is how long the response stays fresh, in milliseconds, counted from the entry's
 /// stored-at (which a 304 moves); flag 1 is must-revalidate, flag 2 that a shared cache stored
