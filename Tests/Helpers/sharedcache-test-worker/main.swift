@@ -696,13 +696,16 @@ do {
         // count (a hit) touches the mapping past the file's end. Another cache opened after
         // that (as another process would) makes `stats` anew and stores: the first must see it
         // at once, no longer trusting counters that now go nowhere.
+        // Twenty more caches open in the process, each with its own mapping of the counters.
         let configuration = Configuration(memoryCostLimit: 0)
         let cache = try SharedCache(directory: directory, configuration: configuration)
+        let more = try (0..<20).map { _ in try SharedCache(directory: directory, configuration: configuration) }
         try cache.put(key: "before", data: Data("b".utf8))
         guard try cache.get(key: "before") != nil else { fail("before did not read back") }
         sayReady()
         awaitGo()
         guard try cache.get(key: "before")?.data == Data("b".utf8) else { fail("before was lost") }
+        for each in more where try each.get(key: "before") == nil { fail("before was lost to another cache") }
         let other = try SharedCache(directory: directory, configuration: configuration)
         try other.put(key: "other", data: Data("o".utf8))
         let seen = try cache.get(key: "other") != nil

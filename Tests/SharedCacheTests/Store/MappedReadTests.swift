@@ -131,6 +131,7 @@ struct MappedReadTests {
     /// file's end, and the next count raised SIGBUS, which ended every process using the cache.
     /// The process now goes on as one without counters (each call looks at the journal itself,
     /// so it sees another's put at once); a process opening the cache later makes `stats` anew.
+    /// The worker holds 21 caches open, each with its own mapping: every one is guarded.
     @Test func statsCutShortUnderAProcessLeavesItRunning() async throws {
         let directory = try TemporaryDirectory()
         let worker = try Worker.start(["stats-cut", directory("cache")], input: .pipe)
