@@ -314,9 +314,7 @@ extension PackSegments {
         let own = activePack
         var found: [FinishedPack] = []
         for pack in try segments() where pack != own {
-            guard let file = try directory.openIfPresent(Self.name(pack), flags: O_RDONLY | O_NONBLOCK) else {
-                continue
-            }
+            guard let file = try openUnlessLinked(pack) else { continue }
             let status = try file.status()
             guard status.isRegularFile, status.modifiedMilliseconds < cutoff, try file.tryLock(.exclusive) else {
                 continue
@@ -324,6 +322,16 @@ extension PackSegments {
             found.append(FinishedPack(pack: pack, size: status.size, file: file))
         }
         return found
+    }
+
+    /// Segment `pack` opened for reading; `nil` when it is gone, or a link (never followed, and
+    /// `verify` reports it).
+    private func openUnlessLinked(_ pack: UInt64) throws -> FileDescriptor? {
+        do {
+            return try directory.openIfPresent(Self.name(pack), flags: O_RDONLY | O_NONBLOCK)
+        } catch where error.errno == ELOOP {
+            return nil
+        }
     }
 
     /// Deletes a finished segment; the caller journaled its retirement first, so every process
