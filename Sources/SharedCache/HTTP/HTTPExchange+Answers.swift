@@ -19,8 +19,7 @@ extension HTTPExchange {
     func answer(
         from candidate: StoredCandidate, body: Data, source: FetchSource, headOnly: Bool, status: CacheStatus
     ) -> FetchResult {
-        cache.count { $0.fetchHits += 1 }
-        cache.counters?.add(.hits)
+        cache.count(.hits) { $0.fetchHits += 1 }
         let now = Clock.nowMilliseconds()
         var status = status
         if status.ttl == nil {

@@ -86,8 +86,7 @@ extension HTTPExchange {
             if matches, let body = try await read(candidate) {
                 let (revalidation, _) = try await freshen(
                     candidate, body: body, by: response.headers, requestTime, responseTime, locked: locked)
-                cache.count { $0.revalidations += 1 }
-                cache.counters?.add(.revalidations)
+                cache.count(.revalidations) { $0.revalidations += 1 }
                 // Age and freshness as of the 304's birth (RFC 9111 §4.2.3: an `Age` it carried counts).
                 let now = Clock.nowMilliseconds()
                 var served = revalidation.served
@@ -100,8 +99,7 @@ extension HTTPExchange {
                 if method != "HEAD" { result.storedBody = candidate.largeBody }
                 return sliced(result, of: candidate, validators: revalidation.headers, status: status)
             }
-            cache.count { $0.unconditionalRetries += 1 }
-            cache.counters?.add(.unconditionalRetries)
+            cache.count(.unconditionalRetries) { $0.unconditionalRetries += 1 }
             return try await send(primaryKey: primaryKey, validating: nil, fallback: nil, status: status, locked: locked)
         }
 
@@ -171,8 +169,7 @@ extension HTTPExchange {
     ) -> FetchResult {
         var status = status
         status.record(outcome)
-        cache.count { $0.downloads += 1 }
-        cache.counters?.add(.downloads)
+        cache.count(.downloads) { $0.downloads += 1 }
         return downloaded(response, status)
     }
 

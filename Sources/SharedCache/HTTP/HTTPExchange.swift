@@ -192,8 +192,7 @@ struct HTTPExchange: Sendable {
             lookup.candidate = nil  // it failed its check and was discarded
         }
         if lookup.pinFailed && !hasCallerValidators {
-            cache.count { $0.withheldValidators += 1 }
-            cache.counters?.add(.withheldValidators)
+            cache.count(.withheldValidators) { $0.withheldValidators += 1 }
         }
         var status = CacheStatus(forward: forwardReason(lookup, directives))
         if timedOut { status.detail = "lock-timeout" }

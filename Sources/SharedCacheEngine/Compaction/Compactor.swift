@@ -233,8 +233,10 @@ package final class Compactor: Sendable {
         }
         if !shouldStop() { report.packs = try reclaimPacks(shouldStop: shouldStop) }
         if options.sweepOrphans && !shouldStop() { report.orphansRemoved = try sweepOrphans() }
-        cache.counters?.add(.compactions)
-        cache.counters?.raise(.lastCompactionAt, to: UInt64(Clock.nowMilliseconds()))
+        cache.withSharedCounters { counters in
+            counters.add(.compactions)
+            counters.raise(.lastCompactionAt, to: UInt64(Clock.nowMilliseconds()))
+        }
         return report
     }
 

@@ -45,12 +45,11 @@ package final class SharedCounters: @unchecked Sendable {
     private let mapping: SharedMapping
     private var memory: UnsafeMutableRawPointer { mapping.address }
 
-    /// Maps `<root>/stats`, creating it if needed; `nil` if it is not a stats file (a foreign
-    /// file in its place): the cache then works without shared counters.
-    static func open(in directory: CacheDirectory) -> SharedCounters? {
-        guard let file = try? directory.open(CacheDirectory.statsFile, flags: O_RDWR | O_CREAT | O_NONBLOCK) else {
-            return nil
-        }
+    /// Maps `<root>/stats`, creating it if needed and `creating`; `nil` if it is not a stats
+    /// file (a foreign file in its place): the cache then works without shared counters.
+    static func open(in directory: CacheDirectory, creating: Bool = true) -> SharedCounters? {
+        let flags = O_RDWR | O_NONBLOCK | (creating ? O_CREAT : 0)
+        guard let file = try? directory.open(CacheDirectory.statsFile, flags: flags) else { return nil }
         guard let status = try? file.status(), status.isRegularFile else { return nil }
         // Extending with zeros is idempotent, so racing creators agree. Mapping past the end of
         // a shorter file would fault on first touch (SIGBUS): without the full size, no counters.
@@ -75,11 +74,17 @@ package final class SharedCounters: @unchecked Sendable {
             mapping.raise(to: word, atOffset: 0)
         }
         guard header.prefix(4).elementsEqual(magic) else { return nil }
-        return SharedCounters(mapping: mapping)
+        return SharedCounters(mapping: mapping, file: status)
     }
 
-    private init(mapping: SharedMapping) {
+    /// The file mapped: a `stats` deleted and made anew is another file, which other processes
+    /// read while this one's counts go nowhere.
+    private let device: UInt64
+    private let inode: UInt64
+
+    private init(mapping: SharedMapping, file: FileStatus) {
         self.mapping = mapping
+        (device, inode) = (file.device, file.inode)
     }
 
     private func offset(_ slot: Int) -> Int { Self.countersOffset + 8 * slot }
@@ -87,6 +92,13 @@ package final class SharedCounters: @unchecked Sendable {
     /// Whether `stats` was cut short under this process, whose counts from then on go nowhere
     /// and whose reads find zeros: it then goes on as a process without counters does.
     package var isLost: Bool { mapping.isLost }
+
+    /// Whether these are still the counters every process reads: not lost, and `stats` is the
+    /// file mapped (one `fstatat`).
+    func areShared(in directory: CacheDirectory) -> Bool {
+        guard !isLost, let status = try? directory.status(of: CacheDirectory.statsFile) else { return false }
+        return status.device == device && status.inode == inode
+    }
 
     package func add(_ slot: Slot, _ value: UInt64 = 1) {
         mapping.add(value, atOffset: offset(slot.rawValue))

@@ -91,8 +91,7 @@ extension CacheEngine {
             }
             switch outcome {
             case .intact(let header):
-                count { $0.hits += 1 }
-                counters?.add(.hits)
+                count(.hits) { $0.hits += 1 }
                 recordAccessIfDue(hash, entry: entry, now: now)
                 return CacheEntry(header)
             case .missing where attempt == 0:
@@ -102,8 +101,7 @@ extension CacheEngine {
             }
             break
         }
-        count { $0.misses += 1 }
-        counters?.add(.misses)
+        count(.misses) { $0.misses += 1 }
         return nil
     }
 }

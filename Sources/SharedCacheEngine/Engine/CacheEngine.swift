@@ -42,8 +42,6 @@ package final class CacheEngine: Sendable {
     /// append lock: threads share the segment's descriptor, so flock alone would not keep
     /// them apart, and holding ``state`` instead would stall readers behind another process.
     private let appenders = ThreadLock()
-    /// Activity counters shared by every process of the directory; `nil` if `stats` is unusable.
-    package let counters: SharedCounters?
     /// One network fetch per URL at a time, across processes.
     package let fetchLocks: FetchLocks
     /// Things about the directory a person should know, found when it was opened: a network
@@ -139,9 +137,7 @@ package final class CacheEngine: Sendable {
         self.directoryLock = lock
         self.fetchLocks = FetchLocks(directory: directory)
         self.bodies = bodies
-        let counters = SharedCounters.open(in: directory)
-        self.counters = counters
-        live.counters = counters
+        live.counters = SharedCounters.open(in: directory)
         live.trustsSharedJournalEnd = filesystem == .local
         appendsConcurrently = filesystem == .local
         var statistics = Statistics(
@@ -180,8 +176,7 @@ package final class CacheEngine: Sendable {
             var held: CacheHit?
             guard let entry = try currentEntry(hash, memoryCopy: &held), !entry.isExpired(at: now) else { break }
             if let held {
-                count { $0.hits += 1 }
-                counters?.add(.hits)
+                count(.hits) { $0.hits += 1 }
                 recordAccessIfDue(hash, entry: entry, now: now)
                 return held
             }
@@ -192,8 +187,7 @@ package final class CacheEngine: Sendable {
             // release of each of its references: 120 ns of a 1.5 µs get).
             switch consume result {
             case .found(let hit):
-                count { $0.hits += 1 }
-                counters?.add(.hits)
+                count(.hits) { $0.hits += 1 }
                 recordAccessIfDue(hash, entry: entry, now: now)
                 remember(hit, for: hash, at: entry.location)
                 return hit
@@ -205,8 +199,7 @@ package final class CacheEngine: Sendable {
             }
             break
         }
-        count { $0.misses += 1 }
-        counters?.add(.misses)
+        count(.misses) { $0.misses += 1 }
         return nil
     }
 
@@ -499,7 +492,7 @@ package final class CacheEngine: Sendable {
                 statistics.journalSequence = live.cursor.lastSequence
                 statistics.journalRepairs = live.journalRepairs
                 statistics.resynchronizations = live.resynchronizations
-                statistics.directory = counters.flatMap { $0.isLost ? nil : DirectoryActivity($0) }
+                statistics.directory = live.counters.flatMap { $0.isLost ? nil : DirectoryActivity($0) }
                 return statistics
             }
         }
@@ -507,5 +500,23 @@ package final class CacheEngine: Sendable {
 
     package func count(_ update: (inout Statistics) -> Void) {
         state.withLock { update(&$0.statistics) }
+    }
+
+    /// Counts into this process's statistics and into `shared`, the directory's counter every
+    /// process adds to, under the one lock (the live index owns the counters, and may map them
+    /// anew: see ``LiveIndex/counters``).
+    package func count(_ shared: SharedCounters.Slot, _ update: (inout Statistics) -> Void) {
+        state.withLock { state in
+            update(&state.statistics)
+            state.live.counters?.add(shared)
+        }
+    }
+
+    /// The directory's shared counters this process counts into now, if any.
+    package var sharedCounters: SharedCounters? { state.withLock { $0.live.counters } }
+
+    /// Runs `body` on the directory's shared counters, if this process has them.
+    package func withSharedCounters(_ body: (SharedCounters) -> Void) {
+        state.withLock { state in state.live.counters.map(body) }
     }
 }

@@ -28,8 +28,11 @@ package final class LiveIndex {
     @exclusivity(unchecked) private var earlierRepairs = 0
     package var journalRepairs: Int { earlierRepairs + cursor.repairs }
 
-    /// The directory's shared activity counters; appends by this process count into them.
+    /// The directory's shared activity counters, `nil` when they cannot be mapped; every count
+    /// of this process goes into them, and its appends raise their journal end.
     @exclusivity(unchecked) var counters: SharedCounters?
+    /// When ``refresh()`` last made sure ``counters`` are the ones every process reads.
+    @exclusivity(unchecked) private var lastCountersCheck: UInt64 = 0
     /// Whether ``refresh()`` may trust the journal's end as the shared counters publish it:
     /// not on a network filesystem, where another machine's mapping is not this one's.
     @exclusivity(unchecked) var trustsSharedJournalEnd = false
@@ -203,6 +206,10 @@ package final class LiveIndex {
         } else {
             lastJournalCheck = Clock.monotonicNanoseconds()
         }
+        if trustsSharedJournalEnd, lastJournalCheck &- lastCountersCheck >= Self.journalCheckInterval {
+            lastCountersCheck = lastJournalCheck
+            followSharedCounters()
+        }
         switch try advance() {
         case .upToDate: return
         case .stoppedAtCorruption: corruptionStops += 1
@@ -216,6 +223,19 @@ package final class LiveIndex {
                 throw error
             }
         }
+    }
+
+    /// Maps `stats` again when the counters this process raises are not the ones the others
+    /// read: none could be mapped, the file was cut short under them (``SharedCounters/isLost``),
+    /// or it was deleted and made anew. Until then, the others find this process's appends only
+    /// at their own look at the journal, and this one reads the journal at every call. It never
+    /// makes the file: a directory being deleted would get one back (a process opening the cache
+    /// makes it).
+    private func followSharedCounters() {
+        if let counters, counters.areShared(in: directory) { return }
+        guard let current = SharedCounters.open(in: directory, creating: false) else { return }
+        current.raise(.journalSequence, to: cursor.lastSequence)
+        counters = current
     }
 
     /// - Parameter repairing: the segment whose append lock the caller holds, if any.

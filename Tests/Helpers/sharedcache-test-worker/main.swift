@@ -694,8 +694,9 @@ do {
     case "stats-cut":
         // Holds the cache open, its counters mapped, while the test cuts `stats` short; then a
         // count (a hit) touches the mapping past the file's end. Another cache opened after
-        // that (as another process would) makes `stats` anew and stores: the first must see it
-        // at once, no longer trusting counters that now go nowhere.
+        // that (as another process would) makes `stats` whole again and stores: the first must
+        // see it at once, not trusting counters that now go nowhere, and within a look at the
+        // journal (50 ms) count with the others again, its puts raising the end they read.
         // Twenty more caches open in the process, each with its own mapping of the counters.
         let configuration = Configuration(memoryCostLimit: 0)
         let cache = try SharedCache(directory: directory, configuration: configuration)
@@ -711,9 +712,16 @@ do {
         let seen = try cache.get(key: "other") != nil
         try cache.put(key: "after", data: Data("a".utf8))
         guard try cache.get(key: "after")?.data == Data("a".utf8) else { fail("after did not read back") }
-        let lost = try cache.statistics().directory == nil
-        let counting = try other.statistics().directory != nil
-        print("lost=\(lost ? 1 : 0) seen=\(seen ? 1 : 0) counting=\(counting ? 1 : 0)")
+        let deadline = Date().addingTimeInterval(10)
+        while try cache.statistics().directory == nil, Date() < deadline {
+            _ = try cache.contains(key: "after")  // a call, whose refresh looks every 50 ms
+            usleep(1000)
+        }
+        let rejoined = try cache.statistics().directory != nil
+        try cache.put(key: "last", data: Data("l".utf8))
+        let announced =
+            other.engine.sharedCounters?.value(.journalSequence) == (try cache.statistics()).journalSequence
+        print("seen=\(seen ? 1 : 0) rejoined=\(rejoined ? 1 : 0) announced=\(announced ? 1 : 0)")
 
     case "blocked-read":
         let afterHandler = arguments[3] == "after-handler"
