@@ -314,7 +314,7 @@ extension PackSegments {
         let own = activePack
         var found: [FinishedPack] = []
         for pack in try segments() where pack != own {
-            guard let file = try openUnlessLinked(pack) else { continue }
+            guard let file = try openIfFile(pack) else { continue }
             let status = try file.status()
             guard status.isRegularFile, status.modifiedMilliseconds < cutoff, try file.tryLock(.exclusive) else {
                 continue
@@ -324,12 +324,13 @@ extension PackSegments {
         return found
     }
 
-    /// Segment `pack` opened for reading; `nil` when it is gone, or a link (never followed, and
-    /// `verify` reports it).
-    private func openUnlessLinked(_ pack: UInt64) throws -> FileDescriptor? {
+    /// Segment `pack` opened (for writing too: an exclusive lock over NFS takes a descriptor
+    /// open for writing); `nil` when it is gone, or something that does not open as a file
+    /// there, a link, a folder or a socket, which `verify` reports.
+    private func openIfFile(_ pack: UInt64) throws -> FileDescriptor? {
         do {
-            return try directory.openIfPresent(Self.name(pack), flags: O_RDONLY | O_NONBLOCK)
-        } catch where error.errno == ELOOP {
+            return try directory.openIfPresent(Self.name(pack), flags: O_RDWR | O_NONBLOCK)
+        } catch where [ELOOP, EISDIR, ENXIO].contains(error.errno) {
             return nil
         }
     }

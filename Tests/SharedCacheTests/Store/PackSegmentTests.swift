@@ -300,6 +300,29 @@ struct PackSegmentTests {
         for index in 0..<3 { #expect(try cache.get(key: "k\(index)")?.data == Self.body(index)) }
     }
 
+    /// A socket where a pack segment belongs does not open as a file (ENXIO): `verify` reports
+    /// it, `--repair` removes it, and compaction goes on. (The scan of finished segments failed
+    /// with an I/O error on it.)
+    @Test(.enabled(if: Requirements.isInstalled("/usr/bin/python3"), "binds the socket with python3"))
+    func aSocketWhereASegmentBelongsIsReported() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        try cache.put(key: "k0", data: Self.body(0))
+        let planted = "packs/00000000000000ab"
+        let bind = try ChildProcess(
+            URL(fileURLWithPath: "/usr/bin/python3"),
+            arguments: [
+                "-c", "import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])",
+                directory("cache/\(planted)"),
+            ])
+        #expect(bind.wait() == .exited(0))
+        #expect(try cache.verify().problems.map(\.path) == [planted])
+        #expect(try cache.compact().packs.segmentsRetired == 0)
+        #expect(try cache.verify(repair: true).problems.map(\.repaired) == [true])
+        #expect(try cache.verify().isClean)
+        #expect(try cache.get(key: "k0")?.data == Self.body(0))
+    }
+
     /// A segment mostly dead: its live records move to the compactor's segment (journaled, so
     /// every process follows), and the old one goes whole; nobody hears of a removal.
     @Test func aMostlyDeadSegmentIsCompactedAndItsLiveEntriesMove() throws {
