@@ -492,7 +492,10 @@ package final class CacheEngine: Sendable {
                 statistics.journalSequence = live.cursor.lastSequence
                 statistics.journalRepairs = live.journalRepairs
                 statistics.resynchronizations = live.resynchronizations
-                statistics.directory = live.counters.flatMap { $0.isLost ? nil : DirectoryActivity($0) }
+                statistics.directory = live.counters.flatMap { counters in
+                    let activity = DirectoryActivity(counters)  // read first: the read may find them lost
+                    return counters.isLost ? nil : activity
+                }
                 return statistics
             }
         }

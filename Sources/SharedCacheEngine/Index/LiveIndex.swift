@@ -206,7 +206,7 @@ package final class LiveIndex {
         } else {
             lastJournalCheck = Clock.monotonicNanoseconds()
         }
-        if trustsSharedJournalEnd, lastJournalCheck &- lastCountersCheck >= Self.journalCheckInterval {
+        if lastJournalCheck &- lastCountersCheck >= Self.journalCheckInterval {
             lastCountersCheck = lastJournalCheck
             followSharedCounters()
         }
@@ -229,8 +229,8 @@ package final class LiveIndex {
     /// read: none could be mapped, the file was cut short under them (``SharedCounters/isLost``),
     /// or it was deleted and made anew. Until then, the others find this process's appends only
     /// at their own look at the journal, and this one reads the journal at every call. It never
-    /// makes the file: a directory being deleted would get one back (a process opening the cache
-    /// makes it).
+    /// makes the file anew (a directory being deleted would get one back; a process opening the
+    /// cache makes it), though it makes one cut short whole again, as an opening process does.
     private func followSharedCounters() {
         if let counters, counters.areShared(in: directory) { return }
         guard let current = SharedCounters.open(in: directory, creating: false) else { return }

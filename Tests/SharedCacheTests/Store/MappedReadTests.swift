@@ -131,8 +131,8 @@ struct MappedReadTests {
     /// file's end, and the next count raised SIGBUS, which ended every process using the cache.
     /// The process now goes on as one without counters (each call looks at the journal itself,
     /// so it sees another's put at once) until, at its next look at the journal (every 50 ms),
-    /// it maps `stats` again, which a process opening the cache since made whole.
-    /// The worker holds 21 caches open, each with its own mapping: every one is guarded.
+    /// it maps `stats` again, making it whole. The worker holds 21 caches open, each mapping
+    /// it: the ones that fault before that are all guarded.
     @Test func statsCutShortUnderAProcessLeavesItRunning() async throws {
         let directory = try TemporaryDirectory()
         let worker = try Worker.start(["stats-cut", directory("cache")], input: .pipe)
