@@ -90,7 +90,8 @@ package final class SharedCounters: @unchecked Sendable {
     private func offset(_ slot: Int) -> Int { Self.countersOffset + 8 * slot }
 
     /// Whether `stats` was cut short under this process, whose counts from then on go nowhere
-    /// and whose reads find zeros: it then goes on as a process without counters does.
+    /// and whose reads find zeros: it goes on as a process without counters does until its
+    /// live index maps `stats` again, at its next look at the journal.
     package var isLost: Bool { mapping.isLost }
 
     /// Whether these are still the counters every process reads: not lost, and `stats` is the

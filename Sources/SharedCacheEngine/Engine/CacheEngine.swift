@@ -501,17 +501,13 @@ package final class CacheEngine: Sendable {
         }
     }
 
-    package func count(_ update: (inout Statistics) -> Void) {
-        state.withLock { update(&$0.statistics) }
-    }
-
-    /// Counts into this process's statistics and into `shared`, the directory's counter every
-    /// process adds to, under the one lock (the live index owns the counters, and may map them
-    /// anew: see ``LiveIndex/counters``).
-    package func count(_ shared: SharedCounters.Slot, _ update: (inout Statistics) -> Void) {
+    /// Counts into this process's statistics and, given a `shared` slot, into the directory's
+    /// counter every process adds to, under the one lock (the live index owns the counters,
+    /// and may map them anew: see ``LiveIndex/counters``).
+    package func count(_ shared: SharedCounters.Slot? = nil, _ update: (inout Statistics) -> Void) {
         state.withLock { state in
             update(&state.statistics)
-            state.live.counters?.add(shared)
+            if let shared { state.live.counters?.add(shared) }
         }
     }
 
