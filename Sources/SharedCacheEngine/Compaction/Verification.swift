@@ -66,7 +66,7 @@ extension CacheEngine {
                 report.problems.append(
                     .init(
                         kind: .rebuiltManifest, path: CacheDirectory.manifestFile,
-                        detail: "was missing or corrupt; rebuilt from the blobs when opened", repaired: true))
+                        detail: "was missing or corrupt, or its journal was gone; rebuilt when opened", repaired: true))
             }
             // Damage at the end of the journal, looked at with the append lock held, so that no
             // write is in progress: bytes past the last whole record are then a damaged record,

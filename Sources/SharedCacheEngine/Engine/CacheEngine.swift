@@ -102,7 +102,7 @@ package final class CacheEngine: Sendable {
         let filesystem = Self.filesystemKind(of: directory)
         let bodies = PackedBodyStore(
             directory: directory, packThreshold: shared.packThreshold, mapsSegments: filesystem == .local)
-        let (live, rebuilt) = try directory.perform("loading the index of \(path)") {
+        let (live, recovery) = try directory.perform("loading the index of \(path)") {
             try LiveIndex.load(
                 directory, bodies: bodies, lock: lock, timeout: configuration.lockTimeout, durable: durable)
         }
@@ -111,12 +111,21 @@ package final class CacheEngine: Sendable {
         adopted.sharing = directory.sharing
         adopted = adopted.adopting(shared)
         var warnings: [String] = []
-        if rebuilt {
-            // Never a silent loss: a packed body is found again only through the journal.
+        // Never a silent loss.
+        switch recovery {
+        case .rebuiltFromBodies:
+            // A packed body is found again only through the journal.
             warnings.append(
                 "the manifest of \(path) was missing or damaged and was rebuilt from the blob files and the "
                     + "journal segments kept; small (packed) entries stored before the oldest segment kept, if "
                     + "any, are no longer in the cache (sharedcache(5), Reading and recovery)")
+        case .journalStartedAfterManifest:
+            warnings.append(
+                "the journal of \(path) was gone, and starts again after the manifest: the entries it names "
+                    + "are kept, and what was stored or removed after the last checkpoint is lost "
+                    + "(sharedcache(5), Reading and recovery)")
+        case nil:
+            break
         }
         if case .network(let name) = filesystem, case .fileEvents(let interval) = configuration.journalWatching {
             // File events do not report other machines' appends: watch by polling instead.
@@ -142,7 +151,7 @@ package final class CacheEngine: Sendable {
         appendsConcurrently = filesystem == .local
         var statistics = Statistics(
             entryCount: 0, totalBytes: 0, sizeLimit: shared.sizeLimit, journalGeneration: 0, journalSequence: 0)
-        statistics.rebuiltOnOpen = rebuilt
+        statistics.rebuiltOnOpen = recovery != nil
         self.state = Locked(
             State(live: live, statistics: statistics, memory: MemoryTier(configuration)))
         if format.major < FormatVersion.current.major { try upgradeFormat() }

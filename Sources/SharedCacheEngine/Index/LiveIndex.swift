@@ -88,12 +88,12 @@ package final class LiveIndex {
 
     /// Loads the index: the manifest, then every journal record after it.
     ///
-    /// When the manifest is missing or corrupt it is rebuilt from the blobs under the directory
-    /// lock (see ``ManifestFile/scanBlobs(_:)``); the report says so.
+    /// When the manifest is missing or corrupt it is rebuilt under the directory lock (see
+    /// ``rebuild(_:bodies:lock:timeout:durable:force:)``); the result says how, if this process did.
     static func load(
         _ directory: CacheDirectory, bodies: any BodyStore, lock: DirectoryLock, timeout: Duration, durable: Bool
-    ) throws -> (LiveIndex, rebuilt: Bool) {
-        var rebuilt = false
+    ) throws -> (LiveIndex, recovery: Recovery?) {
+        var recovery: Recovery?
         var lostPositions = 0
         // The manifest named, or its journal led through a seal to, a segment that is gone.
         // Retired by a checkpoint since we read the manifest: read the new one. If it keeps
@@ -102,9 +102,9 @@ package final class LiveIndex {
         func lostPosition() throws {
             lostPositions += 1
             if lostPositions == 3 {
-                let did = try rebuild(
-                    directory, bodies: bodies, lock: lock, timeout: timeout, durable: durable, force: true)
-                rebuilt = rebuilt || did
+                recovery =
+                    try rebuild(directory, bodies: bodies, lock: lock, timeout: timeout, durable: durable, force: true)
+                    ?? recovery
             } else if lostPositions > 6 {
                 throw SharedCacheError(
                     .corruptData,
@@ -125,12 +125,12 @@ package final class LiveIndex {
                     try lostPosition()
                     continue
                 }
-                return (live, rebuilt)
+                return (live, recovery)
             case .missing, .corrupt:
                 // Only the process that rebuilt it says so (another may have, while this one waited).
-                let did = try rebuild(
-                    directory, bodies: bodies, lock: lock, timeout: timeout, durable: durable, force: false)
-                rebuilt = rebuilt || did
+                recovery =
+                    try rebuild(directory, bodies: bodies, lock: lock, timeout: timeout, durable: durable, force: false)
+                    ?? recovery
             }
         }
     }
@@ -140,31 +140,55 @@ package final class LiveIndex {
         JournalCursor(segment: segment, lastSequence: max(header.lastSequence, segment.header.firstSequence - 1))
     }
 
-    /// Writes a new manifest from the blob files and every journal segment kept; whether it did
-    /// (unless forced, not when another process wrote a valid one while this one waited).
+    /// How opening recovered an index the directory could not give whole.
+    package enum Recovery: Sendable {
+        /// The manifest was missing or damaged, or named segments that are gone: rebuilt from
+        /// the blob files and every journal segment kept.
+        case rebuiltFromBodies
+        /// The journal was gone whole: it starts again after the manifest, whose entries stay.
+        case journalStartedAfterManifest
+    }
+
+    /// Writes a new manifest from the blob files and every journal segment kept, or, with no
+    /// segment left at all, from the valid manifest there; how it did (unless forced, `nil`
+    /// when another process wrote a valid one while this one waited).
     ///
     /// Blob files are the truth for large bodies (a removal unlinks them). A packed body stays
     /// in its segment after its entry is removed, so only the journal says which are live:
     /// replaying every segment kept, from the oldest, brings back the packed entries stored
-    /// within the journal's retention and no removed one; older packed entries are lost.
-    @discardableResult
+    /// within the journal's retention and no removed one; older packed entries are lost. With
+    /// no segment at all (the folder was removed, or a file stood in its place), nothing newer
+    /// than the manifest is left to replay: it keeps every entry it names, where a scan would
+    /// lose every packed one.
     private static func rebuild(
         _ directory: CacheDirectory, bodies: any BodyStore, lock: DirectoryLock, timeout: Duration, durable: Bool,
         force: Bool
-    ) throws -> Bool {
+    ) throws -> Recovery? {
         try lock.withExclusiveLock(timeout: timeout) {
             // Another process may have rebuilt it while we waited for the lock.
-            if !force, case .valid = try ManifestFile.read(in: directory) { return false }
-            let index = try ManifestFile.scanBodies(bodies)
-            let generations = try JournalSegment.generations(in: directory)
-            if generations.isEmpty {
-                try JournalSegment.create(1, firstSequence: 1, in: directory, durable: durable)
+            let manifest = try ManifestFile.read(in: directory)
+            if !force, case .valid = manifest { return nil }
+            var generations = try JournalSegment.generations(in: directory)
+            let index: Index
+            let recovery: Recovery
+            if generations.isEmpty, case .valid(let header, let checkpointed) = manifest {
+                // Numbered on after the manifest, as a checkpoint would have gone on.
+                generations = [header.generation + 1]
+                try JournalSegment.create(
+                    generations[0], firstSequence: header.lastSequence + 1, in: directory, durable: durable)
+                (index, recovery) = (checkpointed, .journalStartedAfterManifest)
+            } else {
+                if generations.isEmpty {
+                    generations = [1]
+                    try JournalSegment.create(1, firstSequence: 1, in: directory, durable: durable)
+                }
+                (index, recovery) = (try ManifestFile.scanBodies(bodies), .rebuiltFromBodies)
             }
             // Replay from the oldest segment whose seals lead to the newest (a run of
             // consecutive generations: a power loss may have lost one in between), then seal
             // like any checkpoint. Its records are no older than the blobs they name, so
             // applying them over the scan is exact.
-            var chain = generations.isEmpty ? [UInt64(1)] : [generations.last!]
+            var chain = [generations.last!]
             for generation in generations.reversed().dropFirst() where generation == chain[0] - 1 {
                 chain.insert(generation, at: 0)
             }
@@ -182,7 +206,7 @@ package final class LiveIndex {
             try ManifestFile.write(
                 sealed.index, generation: sealed.generation, lastSequence: sealed.lastSequence, in: directory,
                 durable: durable)
-            return true
+            return recovery
         }
     }
 

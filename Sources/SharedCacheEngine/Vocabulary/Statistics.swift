@@ -37,7 +37,8 @@ public struct Statistics: Sendable, Hashable {
     public var withheldValidators: Int = 0
     /// Requests repeated unconditionally because a 304 arrived and the pinned body failed its check.
     public var unconditionalRetries: Int = 0
-    /// Whether opening found the manifest missing or corrupt and rebuilt it from the blobs.
+    /// Whether opening rebuilt the manifest: it was missing or corrupt (rebuilt from the blobs
+    /// and the journal), or the journal was gone (the journal starts again after it).
     public var rebuiltOnOpen: Bool = false
     /// What every process using the directory did; `nil` if the counters file is unusable.
     public var directory: DirectoryActivity?
