@@ -285,6 +285,17 @@ package enum System {
         try rename(at: AT_FDCWD, from, to: to)
     }
 
+    /// Where the symbolic link at an absolute or working-directory-relative path points, made
+    /// absolute; `nil` when it is not a link. The C function is `readlink`.
+    package static func linkTarget(atPath path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink(path, &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        let target = String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard !target.hasPrefix("/"), let slash = path.lastIndex(of: "/") else { return target }
+        return "\(path[...slash])\(target)"
+    }
+
     /// Removes a file at an absolute or working-directory-relative path. The C function is `unlinkat`.
     package static func remove(atPath path: String) throws(SystemError) {
         try remove(at: AT_FDCWD, path)

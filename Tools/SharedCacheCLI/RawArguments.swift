@@ -20,7 +20,8 @@ package func commandLineArguments() throws(UsageError) -> [String] {
             let shown = bytes.map { $0 < 0x80 && $0 >= 0x20 ? String(UnicodeScalar($0)) : "\\x" + hex($0) }.joined()
             throw UsageError(
                 "argument \(index) ('\(shown)') is not valid UTF-8, and keys and paths are taken as UTF-8 text; "
-                    + "convert it (e.g. with iconv -t UTF-8) or percent-encode the bytes")
+                    + "convert it from the encoding it is in (e.g. Latin-1: `iconv -f LATIN1 -t UTF-8`) or "
+                    + "percent-encode the bytes")
         }
         arguments.append(argument)
     }

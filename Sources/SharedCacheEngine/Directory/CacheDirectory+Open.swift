@@ -195,18 +195,18 @@ extension CacheDirectory {
         }
         guard let link = links.sorted().first else { return }
         let isFolder = link.contains("/") || Self.folderNames.contains(link)
-        // Locks and counters hold nothing to keep: a copy of whatever the link points to (any
-        // file at all) would only be in the way.
-        let isMadeAnew = [Self.lockFile, Self.daemonFile, Self.statsFile].contains(link)
+        // Locks, counters and the reserve hold nothing to keep: a copy of whatever the link
+        // points to (any file at all) would only be in the way.
+        let isMadeAnew = [Self.lockFile, Self.daemonFile, Self.statsFile, Self.reserveFile].contains(link)
         throw SharedCacheError(
             .unsafePath,
             "\(path)/\(link) is a symbolic link, and SharedCache never follows links inside its directory; "
                 + (isFolder
-                    ? "replace the link with the folder it points to, then open the cache again"
+                    ? "replace the link with the folder it points to"
                     : isMadeAnew
-                        ? "remove the link (SharedCache makes the file anew), then open the cache again"
-                        : "remove the link and put a copy of the file it points to in its place, then open the "
-                            + "cache again"),
+                        ? "remove it (SharedCache makes the file anew): `rm \(path)/\(link)`"
+                        : SharedCacheError.replacingLink(at: "\(path)/\(link)"))
+                + ", then open the cache again",
             path: "\(path)/\(link)")
     }
 

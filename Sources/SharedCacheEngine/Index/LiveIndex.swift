@@ -541,7 +541,8 @@ package final class LiveIndex {
             throw SharedCacheError(
                 .unsupportedFormat,
                 "\(segment.path) is a journal segment of format version \(segment.header.major), "
-                    + "which this SharedCache does not append to; close every process using the cache and open it again",
+                    + "which this SharedCache does not append to; run `sharedcache --dir \(directory.path) compact`, "
+                    + "whose checkpoint goes on in a segment of this version",
                 path: segment.path)
         }
         // One append a hold: the first releases the lock.

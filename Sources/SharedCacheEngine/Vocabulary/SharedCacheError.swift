@@ -106,13 +106,19 @@ extension SharedCacheError {
             switch error.errno {
             case ENOSPC, EDQUOT:
                 code = .noSpace
-                advice = "the filesystem holding \(root) is full; free space or lower the cache's size-limit"
+                // Lowering the limit alone evicts nothing until a compaction, and the space the
+                // limit's write freed (the reserve) would go to the next puts, leaving none to
+                // journal the evictions: the two steps go together.
+                advice = "the filesystem holding \(root) is full; free space, or lower the cache's size-limit "
+                    + "and compact it at once: `sharedcache --dir \(root) config size-limit SIZE && "
+                    + "sharedcache --dir \(root) compact`"
             case EACCES, EPERM, EROFS:
                 code = .permissionDenied
                 advice = "check the owner and permissions of \(path), or point the cache at a directory you can write"
             case ELOOP:
                 code = .unsafePath
-                advice = "\(path) is a symbolic link; SharedCache never follows links inside its directory, so remove it"
+                advice = "\(path) is a symbolic link, and SharedCache never follows links inside its directory; "
+                    + Self.replacingLink(at: path)
             case ENOTDIR:
                 code = .notADirectory
                 advice = "a component of \(path) is not a directory; remove the stray file or choose another path"
@@ -137,6 +143,17 @@ extension SharedCacheError {
         }
         self.init(code, "\(activity) failed: \(advice)", path: path, systemCall: error.call, errno: error.errno)
         underlyingError = error
+    }
+
+    /// What to do about a symbolic link at `path` where the cache keeps a file that holds
+    /// something (a journal segment, the manifest): the command that puts a copy of the file it
+    /// points to in its place, so nothing is lost; or, when that file is gone, the one that
+    /// removes the link.
+    package static func replacingLink(at path: String) -> String {
+        guard let target = System.linkTarget(atPath: path),
+            (try? System.status(atPath: target, followingSymlinks: true))?.isRegularFile == true
+        else { return "the file it points to is gone, so remove it: `rm \(path)`" }
+        return "replace it with a copy of the file it points to: `rm \(path) && cp \(target) \(path)`"
     }
 
     /// Bytes that failed to decode, with the advice that repairs them.

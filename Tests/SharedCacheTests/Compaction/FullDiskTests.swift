@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 import Testing
 
 @testable import SharedCache
@@ -77,6 +78,49 @@ struct FullDiskTests {
         try FileManager.default.removeItem(atPath: "\(mountPoint)/filler")
         try cache.put(key: "after", data: Data("works".utf8))
         #expect(try cache.get(key: "after")?.data == Data("works".utf8))
+    }
+
+    /// Puts fill the filesystem, with no compactor running: the error says to free space or to
+    /// lower the size-limit and compact at once, with the commands. Run as it says (the size
+    /// filled in), the cache is within the new limit and takes puts again, and what it kept
+    /// reads back. (It said only to lower the limit, which evicts nothing without a compaction;
+    /// the next puts took the space the limit's write had freed, and then nothing, not even a
+    /// compaction, could work until space was freed outside the cache.)
+    @Test(.enabled(if: canMount, "needs root and mount(2) to make a small filesystem"))
+    func aFullDiskIsLeftAsTheErrorSays() async throws {
+        let directory = try TemporaryDirectory()
+        let mountPoint = directory("small")
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        #expect(mount("tmpfs", mountPoint, "tmpfs", 0, "size=8m") == 0)
+        defer { umount2(mountPoint, Int32(MNT_DETACH)) }
+        let path = "\(mountPoint)/cache"
+        let body = directory("body")
+        try Data((0..<(100 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 31) }).write(to: URL(fileURLWithPath: body))
+        var full: Worker.Result?
+        for index in 0..<200 where full == nil {
+            let put = try await Tool.admin.run(["--dir", path, "put", "key \(index)", body])
+            if put.status != 0 { full = put }
+        }
+        let refused = try #require(full, "200 puts of 100 KB fit in 8 MB")
+        #expect(refused.status == 74, "\(refused.errors)")
+        let stored = try SharedCache(directory: path).statistics().entryCount
+
+        let command = try Advice(refused.errors).enclosed(by: "`").replacingOccurrences(of: "SIZE", with: "4M")
+        let followed = await Worker.Result(
+            finishing: try ChildProcess(
+                URL(fileURLWithPath: "/bin/sh"), arguments: ["-c", "exec 2>&1; \(command)"],
+                environment: ["PATH": "\(Tool.admin.executable.deletingLastPathComponent().path):/usr/bin:/bin"]))
+        #expect(followed.status == 0, "\(followed.output)")
+        let cache = try SharedCache(directory: path)
+        let statistics = try cache.statistics()
+        #expect(statistics.totalBytes <= 4_000_000)
+        #expect(statistics.entryCount > 0 && statistics.entryCount < stored)
+        try cache.put(key: "after", data: Data("works".utf8))
+        #expect(try cache.get(key: "after")?.data == Data("works".utf8))
+        for entry in try cache.listEntries() where entry.key.hasPrefix("key ") {
+            #expect(try cache.get(key: entry.key)?.data.count == 100 << 10, "\(entry.key)")
+        }
+        #expect(try cache.verify().isClean)
     }
 }
 #endif

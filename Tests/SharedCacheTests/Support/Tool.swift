@@ -54,4 +54,13 @@ extension AdminToolSuite {
         try await Tool.admin.run(
             arguments, input: input.map { Data($0.utf8) }, environment: ["SHAREDCACHE_DIR": cache])
     }
+
+    /// Runs `script` in sh(1) on ``cache``, `$0` being the sharedcache executable: a command an
+    /// error message gives, as a user would.
+    func shell(_ script: String) async throws -> Worker.Result {
+        let shell = try ChildProcess(
+            URL(fileURLWithPath: "/bin/sh"), arguments: ["-c", script, Tool.admin.executable.path],
+            environment: ["SHAREDCACHE_DIR": cache], input: .none, errors: .captured)
+        return await Worker.Result(finishing: shell)
+    }
 }

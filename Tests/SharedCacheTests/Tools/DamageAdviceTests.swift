@@ -1,5 +1,6 @@
 import Foundation
 import SharedCacheCLI
+import SharedCacheFormat
 import Testing
 
 @testable import SharedCache
@@ -64,6 +65,31 @@ struct DamageAdviceTests: AdminToolSuite {
         try await expectUsable()
     }
 
+    /// The segment puts append to says an older format version (only an upgrade leaves one, and
+    /// sealed): the put is refused with the command that starts a segment of this version, and
+    /// run, puts work and nothing stored is lost. (It said to close every process and open the
+    /// cache again, which changed nothing.)
+    @Test func aJournalSegmentOfAnOlderVersion() async throws {
+        try await populate()
+        #expect(try await run("compact").status == 0)  // the newest segment is a header alone
+        let segment = try newestSegment()
+        let generation = try #require(UInt64((segment as NSString).lastPathComponent, radix: 16))
+        let current = try Data(contentsOf: URL(fileURLWithPath: segment)).withUnsafeBytes {
+            try SegmentHeader.decode($0)
+        }
+        let older = SegmentHeader(
+            generation: generation, firstSequence: current.firstSequence, major: FormatVersion.current.major - 1)
+        try Data(older.encoded()).write(to: URL(fileURLWithPath: segment))
+        let refused = try await run("put", "k4", input: "v4")
+        #expect(refused.status == 65)
+        #expect(isOneHumanLine(refused.errors), "\(refused.errors)")
+        #expect(try await runAdvised(try Advice(refused.errors).command()).status == 0)
+        #expect(try await run("put", "k4", input: "v4").status == 0)
+        #expect(try await run("get", "k4").output == "v4")
+        #expect(try await run("get", "k3").output == "v3")
+        try await expectUsable()
+    }
+
     @Test func aDirectoryWhereTheManifestBelongs() async throws {
         try await populate()
         try FileManager.default.removeItem(atPath: "\(cache)/manifest")
@@ -102,8 +128,10 @@ struct DamageAdviceTests: AdminToolSuite {
         #expect(try await Tool.daemon.run(["--dir", "", "--once"]).status == 64)
     }
 
-    /// A symbolic link where a file of the cache belongs names that file and says to remove the
-    /// link (the message used to say to replace it "with the folder it points to").
+    /// A symbolic link where a file of the cache belongs names that file and the command that
+    /// deals with it: a copy of what it points to in its place, or, for a file the cache makes
+    /// anew, its removal (the message used to say to replace it "with the folder it points to",
+    /// then to "remove the link", which lost the limits, the manifest or the format line).
     @Test(arguments: ["config", "manifest", "format", "lock", "daemon", "stats"])
     func aSymbolicLinkWhereACacheFileBelongs(name: String) async throws {
         try await populate()
@@ -117,15 +145,29 @@ struct DamageAdviceTests: AdminToolSuite {
         let result = try await run("compact")
         #expect(result.status == 69)
         #expect(isOneHumanLine(result.errors), "\(result.errors)")
-        // Remove the link; where the message says so, put a copy of what it points to in its
-        // place. A lock or the counters hold nothing to keep, and a copy of any file would do.
-        let link = try Advice(result.errors).path()
-        #expect(link == file)
-        let target = try FileManager.default.destinationOfSymbolicLink(atPath: link)
-        try FileManager.default.removeItem(atPath: link)
-        if result.errors.contains("put a copy") { try FileManager.default.copyItem(atPath: target, toPath: link) }
+        #expect(try Advice(result.errors).path() == file)
+        #expect(try await shell(Advice(result.errors).enclosed(by: "`")).status == 0)
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: file)) == nil, "still a link")
         #expect(try await run("compact").status == 0)
         #expect(try await run("config", "size-limit").output == "7000000\n", "the limit set before is kept")
+        try await expectUsable()
+    }
+
+    /// A symbolic link where a journal segment belongs: the error names the command that puts a
+    /// copy of the segment in its place, and run, every entry is there, the ones journaled in
+    /// that segment too. (It said to remove the link, which lost them.)
+    @Test func aSymbolicLinkWhereAJournalSegmentBelongs() async throws {
+        try await populate()
+        let segment = try newestSegment(), aside = directory("segment.aside")
+        try FileManager.default.moveItem(atPath: segment, toPath: aside)
+        try FileManager.default.createSymbolicLink(atPath: segment, withDestinationPath: aside)
+        let result = try await run("get", "k3")
+        #expect(result.status == 69)
+        #expect(isOneHumanLine(result.errors), "\(result.errors)")
+        #expect(try Advice(result.errors).path() == segment)
+        #expect(try await shell(Advice(result.errors).enclosed(by: "`")).status == 0)
+        #expect(try await run("get", "k3").output == "v3")
+        #expect(try await run("get", "k2").output == "v2")
         try await expectUsable()
     }
 
@@ -428,7 +470,8 @@ struct Advice {
         try enclosed(by: "'", sourceLocation: sourceLocation)
     }
 
-    private func enclosed(by mark: Character, sourceLocation: SourceLocation) throws -> String {
+    /// The text the message puts between two `mark`s: the first such.
+    func enclosed(by mark: Character, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
         let parts = message.split(separator: mark, omittingEmptySubsequences: false)
         try #require(
             parts.count >= 3 && !parts[1].isEmpty, "nothing in \(mark)…\(mark) in: \(message)",

@@ -20,14 +20,6 @@ struct HostileInvocationTests: AdminToolSuite {
         directory = try TemporaryDirectory()
     }
 
-    /// Runs `script` in sh(1), `$0` being the sharedcache executable.
-    func shell(_ script: String) async throws -> Worker.Result {
-        let shell = try ChildProcess(
-            URL(fileURLWithPath: "/bin/sh"), arguments: ["-c", script, Tool.admin.executable.path],
-            environment: ["SHAREDCACHE_DIR": cache], input: .none, errors: .captured)
-        return await Worker.Result(finishing: shell)
-    }
-
     func contents(_ name: String) throws -> Data { try Data(contentsOf: URL(fileURLWithPath: "\(cache)/\(name)")) }
 
     /// With standard input, output and error closed, the first files the cache opened took

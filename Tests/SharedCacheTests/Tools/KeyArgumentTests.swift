@@ -31,6 +31,11 @@ struct KeyArgumentTests {
         // Nothing was stored under the repaired key U+FFFD either.
         let list = try await Tool.admin.run(["ls", "--json"], environment: ["SHAREDCACHE_DIR": cache])
         #expect(list.status == 0 && list.output.isEmpty)
+        // Converted as the error says (from Latin-1, where 0xFF is ÿ), the key is stored.
+        let convert = try Advice(putFF.errors).enclosed(by: "`")
+        #expect(try await shell(#"exec "$0" put "$(printf 'k\377' | "# + convert + ")\"", input: "first").status == 0)
+        let converted = try await Tool.admin.run(["get", "k\u{ff}"], environment: ["SHAREDCACHE_DIR": cache])
+        #expect(converted.status == 0 && converted.output == "first")
         // A UTF-8 key beyond ASCII is a key like any other.
         #expect(try await shell(#"exec "$0" put "$(printf 'k\303\251')""#, input: "é").status == 0)
         let get = try await Tool.admin.run(["get", "k\u{e9}"], environment: ["SHAREDCACHE_DIR": cache])
