@@ -84,7 +84,8 @@ extension CacheDirectory {
             throw SharedCacheError(
                 .permissionDenied,
                 "\(path) is private to its owner (mode \(String(status.permissions, radix: 8))), but this process asked "
-                    + "for Sharing.group; share it as sharedcache(5), Sharing, says (with no process using it: "
+                    + "for Sharing.group (`sharedcache init --group`); share it as sharedcache(5), Sharing, says "
+                    + "(with no process using it: "
                     + "sharedcache --dir \(path) clear, then chgrp -R GROUP, chmod -R g+rwX and chmod g+s on its "
                     + "directories), or open it without Sharing.group",
                 path: path)

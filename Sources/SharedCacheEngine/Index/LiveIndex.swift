@@ -584,7 +584,7 @@ package final class LiveIndex {
                             ?? SharedCacheError(
                                 .corruptData,
                                 "the journal could not be read as far as this put's record, so whether the entry "
-                                    + "was stored is not known", path: segment.path))
+                                    + "was stored is not known; get it to see, or put it again", path: segment.path))
                 }
                 replaced = replacedByRecordsReadBack
                 records.forEach(count)

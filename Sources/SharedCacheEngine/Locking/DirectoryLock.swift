@@ -33,7 +33,8 @@ package final class DirectoryLock: Sendable {
                 orThrow: SharedCacheError(
                     .lockTimeout,
                     "another process has held \(path) for more than \(timeout) (a checkpoint or compaction "
-                        + "that hangs, or a stopped process); find it with `fuser \(path)`, or raise lockTimeout",
+                        + "that hangs, or a stopped process); find it with `fuser \(path)` and end it or let it "
+                        + "finish (a program may wait longer with Configuration.lockTimeout)",
                     path: path),
                 body)
         }
