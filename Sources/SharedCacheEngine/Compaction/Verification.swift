@@ -104,8 +104,25 @@ extension CacheEngine {
                 try verifyEntry(hash, entry, repair: repair, into: &report)
             }
             try verifyFiles(against: entries, repair: repair, into: &report)
+            try verifyReserve(repair: repair, into: &report)
             return report
         }
+    }
+
+    /// Something other than a file where the full-disk reserve belongs keeps it from being made:
+    /// a full disk would then stop the compactor that frees it. Repairing removes a FIFO, link
+    /// or empty folder there and makes the reserve (a folder with contents is someone's).
+    private func verifyReserve(repair: Bool, into report: inout VerificationReport) throws {
+        let name = CacheDirectory.reserveFile
+        guard let found = try directory.status(of: name), !found.isRegularFile else { return }
+        let removed = repair ? try directory.removeFileOrEmptyFolder(name, isFolder: found.isDirectory) : false
+        if removed { directory.keepReserve() }
+        report.problems.append(
+            .init(
+                kind: .foreignFile, path: name,
+                detail: "\(found.kindDescription) where the space kept for compacting on a full disk belongs"
+                    + (found.isDirectory && !removed ? "; remove the folder" : ""),
+                repaired: removed))
     }
 
     /// Opens every segment older than the one this process reads now: each is sealed and its

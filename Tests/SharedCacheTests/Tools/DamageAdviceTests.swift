@@ -103,6 +103,28 @@ struct DamageAdviceTests: AdminToolSuite {
         try await expectUsable()
     }
 
+    /// Something other than a file where the full-disk reserve belongs: `verify` reports it and
+    /// `verify --repair` puts the reserve in its place. (It went unreported, and the reserve was
+    /// never made: a full disk then stopped the compactor that frees it.)
+    @Test(arguments: ["folder", "fifo"])
+    func somethingElseWhereTheReserveBelongs(planted: String) async throws {
+        try await populate()
+        let reserve = "\(cache)/reserve"
+        try FileManager.default.removeItem(atPath: reserve)
+        if planted == "fifo" {
+            #expect(mkfifo(reserve, 0o600) == 0)
+        } else {
+            try FileManager.default.createDirectory(atPath: reserve, withIntermediateDirectories: false)
+        }
+        #expect(try await run("compact").status == 0)
+        #expect(try await run("verify").status == 65)
+        #expect(try await run("verify", "--repair").status == 0)
+        let made = try FileManager.default.attributesOfItem(atPath: reserve)
+        #expect(made[.type] as? FileAttributeType == .typeRegular)
+        #expect((made[.size] as? NSNumber)?.intValue == 1 << 20)
+        try await expectUsable()
+    }
+
     @Test func aFIFOWhereTheCompactorLockBelongs() async throws {
         try await populate()
         try? FileManager.default.removeItem(atPath: "\(cache)/daemon")
