@@ -37,6 +37,10 @@ struct ConcurrentAppendTests {
         #expect(try other.get(key: "k")?.data == ours)
         #expect(try blobFiles(in: directory("cache")).count == 1)
         #expect(try cache.verify().problems.isEmpty)
+        // Counted once each, the put read back too, and theirs as superseded.
+        let activity = try #require(try cache.statistics().directory)
+        #expect(activity.stores == 2)
+        #expect(activity.removals[.superseded] == 1)
     }
 
     /// What lands between a put's catch-up and its write, in another process.

@@ -9,6 +9,20 @@ import SharedCacheFormat
 /// appended, and how it still finds a record whose appender died before announcing it.
 @Suite("The journal's end, as the shared counters publish it")
 struct JournalEndTests {
+    /// A reader that looked a moment ago trusts the shared end for 50 ms: a single record
+    /// appended since raises it, so the reader's very next call reads it.
+    @Test func aReaderThatJustLookedSeesTheNextRecordAtOnce() throws {
+        let directory = try TemporaryDirectory()
+        let configuration = Configuration(memoryCostLimit: 0)
+        let writer = try SharedCache(directory: directory("cache"), configuration: configuration)
+        let reader = try SharedCache(directory: directory("cache"), configuration: configuration)
+        for round in 0..<10 {
+            #expect(try !reader.contains(key: "k\(round)"))  // a look: up to date now
+            try writer.put(key: "k\(round)", data: Data("v".utf8))
+            #expect(try reader.contains(key: "k\(round)"), "round \(round)")
+        }
+    }
+
     @Test func everyAppendRaisesTheSharedJournalEnd() throws {
         let directory = try TemporaryDirectory()
         let writer = try SharedCache(directory: directory("cache"))
