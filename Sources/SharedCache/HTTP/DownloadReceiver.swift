@@ -184,14 +184,23 @@ final class DownloadReceiver: @unchecked Sendable {
     }
 
     /// Why a body of `received` bytes is not the whole of `response`'s, if it is not: its
-    /// `Content-Length` names another size. (A body the transport decoded from a
-    /// `Content-Encoding` has a size of its own, so only an unencoded one is checked.)
+    /// `Content-Length` names another size, or is no length at all (RFC 9112 §6.3: such a
+    /// response is discarded, where libcurl reads `4x` as 4, or takes the last of two). (A body
+    /// the transport decoded from a `Content-Encoding` has a size of its own, so only an
+    /// unencoded one's length is compared.)
     static func incompleteness(of response: TransportResponse, received: Int64) -> Incomplete? {
+        guard response.status != 304, response.status != 204 else { return nil }
         let coding = response.headers["Content-Encoding"]?.trimmingSpaces().lowercased() ?? "identity"
-        guard response.status != 304, response.status != 204, coding == "identity",
-            let field = response.headers["Content-Length"],
-            let length = Int64(field.trimmingSpaces()), length != received
-        else { return nil }
-        return Incomplete(reason: "the body ended after \(received) of the \(length) bytes it announced")
+        switch response.headers.contentLength {
+        case .absent:
+            return nil
+        case .invalid:
+            let field = response.headers["Content-Length"] ?? ""
+            return Incomplete(reason: "its Content-Length, \"\(field)\", is not one length (RFC 9112 §6.3)")
+        case .length(let length) where coding == "identity" && Int64(length) != received:
+            return Incomplete(reason: "the body ended after \(received) of the \(length) bytes it announced")
+        case .length:
+            return nil
+        }
     }
 }

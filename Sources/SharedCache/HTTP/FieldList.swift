@@ -1,6 +1,24 @@
 /// The list syntax of field values (RFC 9110 §5.6.1), with quoted strings (§5.6.4), as
 /// `Cache-Control` and the fields `Vary` names are read.
 enum FieldList {
+    /// Whether `text` is a token (RFC 9110 §5.6.2): a field name, a directive, a coding.
+    static func isToken(_ text: some StringProtocol) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy(isTokenCharacter)
+    }
+
+    /// `tchar`: a letter, a digit, or one of ``tokenSymbols``.
+    static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "A")...UInt8(ascii: "Z"):
+            return true
+        default:
+            return tokenSymbols.contains(byte)
+        }
+    }
+
+    private static let tokenSymbols = Set("!#$%&'*+-.^_`|~".utf8)
+
     /// The members of `value`: split at commas outside quoted strings (`no-cache="a, b"` is one
     /// member), empty ones left out. Inside a quoted string a backslash escapes the next
     /// character (`quoted-pair`), so `\"` does not end it, and `x="\", max-age=60"` is one member.

@@ -84,6 +84,28 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionary
     }
 }
 
+extension HTTPHeaders {
+    /// What a `Content-Length` says (RFC 9110 §8.6).
+    enum ContentLength: Equatable {
+        case absent
+        case length(Int)
+        /// Not digits, or a list of different lengths: no length a recipient may guess at
+        /// (RFC 9112 §6.3), where libcurl takes the digits it starts with, or the last field.
+        case invalid
+    }
+
+    /// The `Content-Length`: digits, or a list of the same digits repeated (as several fields,
+    /// or as one joined list).
+    var contentLength: ContentLength {
+        guard let field = self["Content-Length"] else { return .absent }
+        let members = Set(field.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingSpaces() })
+        guard members.count == 1, let text = members.first, !text.isEmpty, text.utf8.count <= 18,
+            text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }), let length = Int(text)
+        else { return .invalid }
+        return .length(length)
+    }
+}
+
 extension String {
     /// Equal but for the case of ASCII letters, as field names and most protocol tokens are
     /// compared (RFC 9110 §5.1). Byte by byte: a revalidation compares hundreds of names, and

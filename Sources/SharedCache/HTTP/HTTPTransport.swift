@@ -115,9 +115,10 @@ public struct URLSessionTransport: HTTPTransport {
     }
 
     /// Sends `request`. A GET or HEAD to an `http` URL whose response URLSession fails to
-    /// decode (libcurl, under URLSession on Linux, refuses a `Content-Encoding` or
-    /// `Transfer-Encoding` it does not know) is sent again over a plain connection that keeps the
-    /// body's coding as received (RFC 9110 §8.4). Over https the failure stands. A transport
+    /// decode (libcurl, under URLSession on Linux, refuses a `Content-Encoding` it does not
+    /// know) is sent again over a plain connection that keeps the body's coding as received
+    /// (RFC 9110 §8.4), and its response taken if it names such a coding; any other failure
+    /// stands, as it does over https. A transport
     /// that does not follow redirects receives through ``send(_:streamingTo:)``, which keeps a
     /// `3xx`'s body.
     public func send(_ request: URLRequest) async throws -> TransportResponse {
@@ -136,7 +137,9 @@ public struct URLSessionTransport: HTTPTransport {
         do {
             (body, response) = try await session.data(for: request)
         } catch let error as URLError where Self.resendsPlainly(request, after: error) {
-            guard let received = try? await IdentityConnection.send(request) else { throw error }
+            guard let received = try? await IdentityConnection.send(request), Self.isUndecodable(received) else {
+                throw error
+            }
             return received
         }
         guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
@@ -157,14 +160,28 @@ public struct URLSessionTransport: HTTPTransport {
         } catch let failure as StreamingDelegate.UndecodedBody
             where Self.resendsPlainly(request, after: failure.error)
         {
-            guard let received = try? await IdentityConnection.send(request) else { throw failure.error }
+            guard let received = try? await IdentityConnection.send(request), Self.isUndecodable(received) else {
+                throw failure.error
+            }
             return try received.handedOn(to: receive)
         } catch let failure as StreamingDelegate.UndecodedBody {
             throw failure.error
         }
     }
 
-    /// Whether a failure is libcurl refusing a coding it does not know, on a request that a
+    /// Whether a response the plain connection received is one URLSession refused for its
+    /// coding: it names a content coding libcurl does not decode. libcurl reports its other
+    /// refusals (a NUL in a field, a length that is not one, a coding's bytes that do not
+    /// decode) with the same code; those stand, whatever another reading would make of them.
+    private static func isUndecodable(_ response: TransportResponse) -> Bool {
+        guard let codings = response.headers["Content-Encoding"] else { return false }
+        return codings.split(separator: ",").contains { !decodedCodings.contains($0.trimmingSpaces().lowercased()) }
+    }
+
+    /// The content codings libcurl decodes (and `identity`, which is none).
+    private static let decodedCodings: Set<String> = ["gzip", "x-gzip", "deflate", "br", "zstd", "identity"]
+
+    /// Whether a failure may be libcurl refusing a coding it does not know, on a request that a
     /// plain connection can send again.
     private static func resendsPlainly(_ request: URLRequest, after error: URLError) -> Bool {
         [.unknown, .cannotDecodeContentData, .cannotDecodeRawData].contains(error.code)
@@ -214,22 +231,9 @@ extension TransportResponse {
             index += 1
         }
         let name = index
-        while index < bytes.count, isTokenCharacter(bytes[index]) { index += 1 }
+        while index < bytes.count, FieldList.isTokenCharacter(bytes[index]) { index += 1 }
         return index > name && index < bytes.count && bytes[index] == UInt8(ascii: "=")
     }
-
-    private static func isTokenCharacter(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-            UInt8(ascii: "A")...UInt8(ascii: "Z"):
-            return true
-        default:
-            return tokenSymbols.contains(byte)
-        }
-    }
-
-    /// The characters besides digits and letters a token may hold (RFC 9110 §5.6.2).
-    private static let tokenSymbols = Set("!#$%&'*+-.^_`|~".utf8)
 
     /// Hands a response received whole on as its head and one piece of body; returns the head.
     func handedOn(to receive: (TransportEvent) throws -> Void) throws -> TransportResponse {

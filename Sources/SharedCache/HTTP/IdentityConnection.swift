@@ -17,9 +17,15 @@ import SharedCachePlatform
 /// the bytes as received; decoding is the caller's business).
 ///
 /// `http` only (no TLS here), `Connection: close`, the whole response read to its end; chunked
-/// transfer coding is undone, any other is left as received. Blocking: runs off the
-/// cooperative pool. The socket itself is the platform layer's ``StreamSocket``.
+/// transfer coding is undone. Its framing is read at least as strictly as libcurl reads it, since
+/// what it accepts is stored: a transfer coding other than chunked (which nothing here can
+/// undo), a `Content-Length` beside one or not a number, a field that is not `name: value`, a
+/// NUL or bare CR in a value, or a header section over 256 KiB is no response. Blocking: runs
+/// off the cooperative pool. The socket itself is the platform layer's ``StreamSocket``.
 enum IdentityConnection {
+    /// The longest header section read, as libcurl's limit (RFC 9112 §2.3 leaves it to each).
+    static let headerSectionLimit = 256 << 10
+
     /// Sends `request` and reads the response.
     static func send(_ request: URLRequest) async throws -> TransportResponse {
         try await withCheckedThrowingContinuation { continuation in
@@ -91,36 +97,70 @@ enum IdentityConnection {
         let bytes = [UInt8](data)
         var start = 0
         while true {
-            guard let end = find([13, 10, 13, 10], in: bytes, from: start) else { throw URLError(.badServerResponse) }
-            let lines = String(decoding: bytes[start..<end], as: UTF8.self).components(separatedBy: "\r\n")
-            let statusParts = lines[0].split(separator: " ", maxSplits: 2)
-            guard statusParts.count >= 2, statusParts[0].hasPrefix("HTTP/"), let status = Int(statusParts[1]) else {
+            guard let end = find([13, 10, 13, 10], in: bytes, from: start), end - start <= headerSectionLimit else {
                 throw URLError(.badServerResponse)
             }
-            var headers = HTTPHeaders()
-            for line in lines.dropFirst() {
-                guard let colon = line.firstIndex(of: ":") else { continue }
-                headers.append(String(line[..<colon]), line[line.index(after: colon)...].trimmingSpaces())
+            let lines = String(decoding: bytes[start..<end], as: UTF8.self).components(separatedBy: "\r\n")
+            let statusParts = lines[0].split(separator: " ", maxSplits: 2)
+            guard statusParts.count >= 2, statusParts[0].hasPrefix("HTTP/"), statusParts[1].utf8.count == 3,
+                let status = Int(statusParts[1]), (100...599).contains(status)
+            else {
+                throw URLError(.badServerResponse)
             }
+            let headers = try fields(lines.dropFirst())
             start = end + 4
             if (100..<200).contains(status) { continue }
             var body = Array(bytes[start...])
+            let length: Int?
+            switch headers.contentLength {
+            case .absent: length = nil
+            case .length(let value): length = value
+            case .invalid: throw URLError(.badServerResponse)
+            }
+            if let coding = headers["Transfer-Encoding"] {
+                // Only chunked can be undone here, and a length beside a transfer coding is a
+                // message smuggled or split (RFC 9112 §6.1, §6.3).
+                guard coding.trimmingSpaces().lowercased() == "chunked", length == nil else {
+                    throw URLError(.cannotDecodeRawData)
+                }
+            }
             if method == "HEAD" || status == 204 || status == 304 {
                 body = []
-            } else if let coding = headers["Transfer-Encoding"],
-                coding.split(separator: ",").last?.trimmingSpaces().lowercased() == "chunked"
-            {
+            } else if headers["Transfer-Encoding"] != nil {
                 body = try dechunk(body)
-            } else if let length = headers["Content-Length"].flatMap({ Int($0.trimmingSpaces()) }) {
-                // A negative length is no length (RFC 9112 §6.3). Shorter than it says: the
-                // connection closed early, and the response is incomplete (RFC 9112 §8), which a
-                // cache never stores or serves as whole (RFC 9111 §3.3).
-                guard length >= 0 else { throw URLError(.badServerResponse) }
+            } else if let length {
+                // Shorter than it says: the connection closed early, and the response is
+                // incomplete (RFC 9112 §8), which a cache never stores or serves as whole
+                // (RFC 9111 §3.3).
                 guard length <= body.count else { throw URLError(.networkConnectionLost) }
                 body = Array(body[0..<length])
             }
             return TransportResponse(status: status, headers: headers, body: Data(body), url: url)
         }
+    }
+
+    /// The fields of a header section's lines (RFC 9112 §5): `name: value`, the name a token; a
+    /// line folded onto the one before it (obs-fold) is joined to it with a space (§5.2). A
+    /// value holding a NUL or a bare CR is refused (RFC 9110 §5.5), as libcurl refuses it.
+    private static func fields(_ lines: ArraySlice<String>) throws -> HTTPHeaders {
+        var fields: [(name: String, value: String)] = []
+        for line in lines {
+            if let first = line.unicodeScalars.first, first == " " || first == "\t" {
+                guard !fields.isEmpty else { throw URLError(.badServerResponse) }
+                fields[fields.count - 1].value += " " + line.trimmingSpaces()
+                continue
+            }
+            guard let colon = line.firstIndex(of: ":"), FieldList.isToken(line[..<colon]) else {
+                throw URLError(.badServerResponse)
+            }
+            fields.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingSpaces()))
+        }
+        var headers = HTTPHeaders()
+        for field in fields {
+            guard !field.value.utf8.contains(where: { $0 == 0 || $0 == 13 }) else { throw URLError(.badServerResponse) }
+            headers.append(field.name, field.value)
+        }
+        return headers
     }
 
     /// Undoes the chunked transfer coding (RFC 9112 §7.1); trailers are dropped.
@@ -129,12 +169,16 @@ enum IdentityConnection {
         var position = 0
         while true {
             guard let lineEnd = find([13, 10], in: bytes, from: position) else { throw URLError(.badServerResponse) }
-            let sizeText = String(decoding: bytes[position..<lineEnd], as: UTF8.self)
-                .split(separator: ";").first.map { $0.trimmingSpaces() } ?? ""
-            guard let size = Int(sizeText, radix: 16), size >= 0 else { throw URLError(.badServerResponse) }
+            let sizeText =
+                String(decoding: bytes[position..<lineEnd], as: UTF8.self)
+                .split(separator: ";", omittingEmptySubsequences: false).first.map { $0.trimmingSpaces() } ?? ""
+            // 1*HEXDIG, and no more digits than a size this process could hold.
+            guard !sizeText.isEmpty, sizeText.utf8.count <= 15, sizeText.allSatisfy(\.isHexDigit),
+                let size = Int(sizeText, radix: 16)
+            else { throw URLError(.badServerResponse) }
             position = lineEnd + 2
             if size == 0 { return body }
-            guard position + size <= bytes.count else { throw URLError(.badServerResponse) }
+            guard size <= bytes.count - position else { throw URLError(.badServerResponse) }
             body += bytes[position..<position + size]
             position += size + 2
         }
@@ -142,7 +186,8 @@ enum IdentityConnection {
 
     private static func find(_ needle: [UInt8], in bytes: [UInt8], from start: Int) -> Int? {
         guard bytes.count >= needle.count, start <= bytes.count - needle.count else { return nil }
-        for index in start...(bytes.count - needle.count) where bytes[index..<index + needle.count].elementsEqual(needle) {
+        for index in start...(bytes.count - needle.count)
+        where bytes[index..<index + needle.count].elementsEqual(needle) {
             return index
         }
         return nil

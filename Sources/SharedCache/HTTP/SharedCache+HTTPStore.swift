@@ -188,10 +188,14 @@ extension CacheEngine {
     /// content codings (RFC 9110 §8.4.1) and charsets (§12.5.2 with RFC 2978).
     private static let caseInsensitiveValues: Set<String> = ["accept-language", "accept-encoding", "accept-charset"]
 
-    /// The field names of a `Vary` value, lowercase and sorted.
+    /// The field names of a `Vary` value, lowercase and sorted; `["*"]` for a value that is not
+    /// a list of field names (RFC 9110 §12.5.5: `#( "*" / field-name )`), which nothing then
+    /// matches. (A name with a space in it named the key the URL's stored parts live under.)
     static func varyNames(_ value: String?) -> [String] {
         guard let value else { return [] }
-        return Set(value.split(separator: ",").map { $0.trimmingSpaces().lowercased() }.filter { !$0.isEmpty }).sorted()
+        let names = Set(value.split(separator: ",").map { $0.trimmingSpaces().lowercased() }.filter { !$0.isEmpty })
+        guard names.allSatisfy({ $0 == "*" || FieldList.isToken($0) }) else { return ["*"] }
+        return names.sorted()
     }
 
     /// The stored response `request` selects, pinned; following the URL's variant list when its

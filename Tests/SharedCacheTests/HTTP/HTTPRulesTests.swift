@@ -417,7 +417,7 @@ struct HTTPRulesTests {
         #expect(generated.description == "SharedCache; detail=only-if-cached")
     }
 
-    @Test("RFC 9112 §7: the plain connection undoes chunked and keeps an unknown transfer coding as received")
+    @Test("RFC 9112 §7: the plain connection undoes chunked, keeps an unknown content coding as received, and refuses a transfer coding it cannot undo")
     func identityConnectionParsesResponses() throws {
         let url = URL(string: "http://example.com/x")!
         let chunked = try IdentityConnection.parse(
@@ -425,9 +425,17 @@ struct HTTPRulesTests {
             method: "GET", url: url)
         #expect(chunked.status == 200 && chunked.body == Data("hello!".utf8))
         let unknown = try IdentityConnection.parse(
-            Data("HTTP/1.1 200 OK\r\nTransfer-Encoding: x-unknown\r\nContent-Encoding: x-other\r\n\r\nraw bytes".utf8),
-            method: "GET", url: url)
+            Data("HTTP/1.1 200 OK\r\nContent-Encoding: x-other\r\n\r\nraw bytes".utf8), method: "GET", url: url)
         #expect(unknown.body == Data("raw bytes".utf8) && unknown.headers["Content-Encoding"] == "x-other")
+        // RFC 9112 §6.1, §7: the coded bytes are not the representation, and nothing here
+        // undoes them; stored with the hop-by-hop field dropped, they were served as it.
+        for coding in ["x-unknown", "x-unknown, chunked", "gzip, chunked"] {
+            #expect(throws: URLError.self, "\(coding)") {
+                try IdentityConnection.parse(
+                    Data("HTTP/1.1 200 OK\r\nTransfer-Encoding: \(coding)\r\n\r\n5\r\nhello\r\n0\r\n\r\n".utf8),
+                    method: "GET", url: url)
+            }
+        }
         let sized = try IdentityConnection.parse(
             Data("HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\n\r\nabcdef".utf8), method: "GET", url: url)
         #expect(sized.status == 404 && sized.body == Data("abc".utf8))
@@ -443,12 +451,71 @@ struct HTTPRulesTests {
         #expect(TransportResponse.setCookieFields(joined: "") == [])
     }
 
-    @Test("RFC 9112 §8, §6.3, RFC 9111 §3.3: on the plain connection, fewer bytes than Content-Length is an incomplete response, a negative length none")
-    func aShortOrNegativeContentLengthIsNoResponse() {
+    @Test("RFC 9112 §8, §6.3, RFC 9111 §3.3: on the plain connection, fewer bytes than Content-Length is an incomplete response, a length that is not one none")
+    func aShortOrNegativeContentLengthIsNoResponse() throws {
         let url = URL(string: "http://example.com/x")!
-        for head in ["Content-Length: 100", "Content-Length: -1"] {
+        let heads = [
+            "Content-Length: 100", "Content-Length: -1", "Content-Length: 4x", "Content-Length: +5",
+            "Content-Length: 5\r\nContent-Length: 10", "Content-Length: 5, 10",
+            "Content-Length: 3\r\nTransfer-Encoding: chunked",
+        ]
+        for head in heads {
             let response = Data("HTTP/1.1 200 OK\r\n\(head)\r\n\r\nten bytes!".utf8)
             #expect(throws: URLError.self, "\(head)") { try IdentityConnection.parse(response, method: "GET", url: url) }
         }
+        // RFC 9110 §8.6: the same length repeated is one length.
+        let repeated = Data("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nten bytes!".utf8)
+        #expect(try IdentityConnection.parse(repeated, method: "GET", url: url).body == Data("ten".utf8))
+    }
+
+    @Test("RFC 9112 §5, §5.2, §7.1, RFC 9110 §5.5: the plain connection reads fields and chunks strictly, and unfolds obs-fold")
+    func thePlainConnectionReadsFramingStrictly() throws {
+        let url = URL(string: "http://example.com/x")!
+        func parse(_ text: String) throws -> TransportResponse {
+            try IdentityConnection.parse(Data(text.utf8), method: "GET", url: url)
+        }
+        let refused = [
+            "HTTP/1.1 200 OK\r\nX-A: a\u{0}b\r\nContent-Length: 2\r\n\r\nok",  // NUL in a value
+            "HTTP/1.1 200 OK\r\nX-A: a\rb\r\nContent-Length: 2\r\n\r\nok",  // a bare CR
+            "HTTP/1.1 200 OK\r\nBad Name: x\r\nContent-Length: 2\r\n\r\nok",  // a name that is no token
+            "HTTP/1.1 200 OK\r\nno colon here\r\nContent-Length: 2\r\n\r\nok",
+            "HTTP/1.1 200 OK\r\n folded: first\r\nContent-Length: 2\r\n\r\nok",  // a fold with nothing before it
+            "HTTP/1.1 2000 OK\r\nContent-Length: 2\r\n\r\nok", "HTTP/1.1 -200 OK\r\n\r\nok",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7fffffffffffffff\r\nhello\r\n0\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n+5\r\nhello\r\n0\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000000\r\nhello\r\n0\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nX-Long: \(String(repeating: "a", count: IdentityConnection.headerSectionLimit))\r\n\r\n",
+        ]
+        for response in refused {
+            #expect(throws: URLError.self, "\(response.prefix(80))") { try parse(response) }
+        }
+        let folded = try parse("HTTP/1.1 200 OK\r\nCache-Control: max-age=600,\r\n\t no-store\r\nContent-Length: 2\r\n\r\nok")
+        #expect(folded.headers["Cache-Control"] == "max-age=600, no-store")
+    }
+
+    @Test("RFC 9112 §6.3, RFC 9110 §8.6: a Content-Length that is not one length makes a response incomplete, as a short body does")
+    func aContentLengthThatIsNoLengthIsIncomplete() {
+        func incompleteness(_ length: String, received: Int64) -> DownloadReceiver.Incomplete? {
+            var headers = HTTPHeaders()
+            for value in length.components(separatedBy: "|") { headers.append("Content-Length", value) }
+            return DownloadReceiver.incompleteness(
+                of: TransportResponse(status: 200, headers: headers, body: Data(), url: nil), received: received)
+        }
+        #expect(incompleteness("4x", received: 4) != nil)
+        #expect(incompleteness("5|14", received: 14) != nil)
+        #expect(incompleteness("5, 14", received: 5) != nil)
+        #expect(incompleteness("+5", received: 5) != nil)
+        #expect(incompleteness("5|5", received: 5) == nil)
+        #expect(incompleteness("5", received: 5) == nil)
+        #expect(incompleteness("5", received: 4) != nil)
+    }
+
+    @Test("RFC 9110 §12.5.5: a Vary member that is not a field name makes the whole Vary match nothing")
+    func aVaryThatIsNotFieldNamesMatchesNothing() {
+        #expect(CacheEngine.varyNames("Accept-Encoding, accept-language") == ["accept-encoding", "accept-language"])
+        #expect(CacheEngine.varyNames("partial content") == ["*"])
+        #expect(CacheEngine.varyNames("Accept, Partial Content") == ["*"])
+        #expect(CacheEngine.varyNames("accept, \"x\"") == ["*"])
+        #expect(CacheEngine.varyNames("*") == ["*"])
     }
 }
