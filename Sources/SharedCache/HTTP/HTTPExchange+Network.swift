@@ -103,6 +103,12 @@ extension HTTPExchange {
             return try await send(primaryKey: primaryKey, validating: nil, fallback: nil, status: status, locked: locked)
         }
 
+        // RFC 9110 §15.4.5: a 304 answers a request with validators; to one without, it says
+        // nothing about any body, and passed on it read as an empty answer.
+        if response.status == 304, !Self.isConditional(outgoing) {
+            if let stale = try await staleAnswer(fallback, status: status) { return stale }
+            throw URLError(.badServerResponse)
+        }
         guard answersTheURLAskedFor(response) else { return countedDownload(response, status, stored: nil) }
         if response.status == 304, let callersCandidate {
             status.stored = await updateFromCallersNotModified(
@@ -139,6 +145,12 @@ extension HTTPExchange {
     private func answersTheURLAskedFor(_ response: TransportResponse) -> Bool {
         guard options.cacheKey == nil, let answered = response.url else { return true }
         return Self.sameTarget(answered, url)
+    }
+
+    /// Whether `request` carries a validator a 304 may answer (RFC 9110 §13.1.2, §13.1.3).
+    static func isConditional(_ request: URLRequest) -> Bool {
+        request.value(forHTTPHeaderField: "If-None-Match") != nil
+            || request.value(forHTTPHeaderField: "If-Modified-Since") != nil
     }
 
     /// Whether two URLs name one target once written alike (``NormalURL``). URLSession on Darwin

@@ -40,7 +40,9 @@ struct ErrorsAnAppCanUseTests {
 
     @Test func aNetworkFailureSaysWhatHappenedInOneLineAndKeepsTheURLError() async throws {
         let cache = try SharedCache(directory: directory("cache"))
-        let url = URL(string: "http://127.0.0.1:\(try URLSessionAdoptionTests.closedPort())/x")!
+        let refusing = try URLSessionAdoptionTests.RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }
+        let url = URL(string: "http://127.0.0.1:\(refusing.port)/x")!
         let outcome = await Task { () -> (any Error)? in
             do {
                 _ = try await cache.fetch(URLRequest(url: url))

@@ -103,7 +103,9 @@ struct URLSessionAdoptionTests {
 
     @Test func aDeadOriginIsCannotConnectToHost() async throws {
         let cache = try SharedCache(directory: directory("cache"))
-        let url = URL(string: "http://127.0.0.1:\(try Self.closedPort())/fresh/x")!
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }
+        let url = URL(string: "http://127.0.0.1:\(refusing.port)/fresh/x")!
         do {
             _ = try await session(cache).data(from: url)
             Issue.record("a dead origin answered")
@@ -209,14 +211,26 @@ struct URLSessionAdoptionTests {
 
     // MARK: Helpers
 
-    /// A loopback port nobody listens on: bound, then closed.
-    static func closedPort() throws -> Int {
+    /// A loopback port nobody listens on, which refuses every connection: bound and never
+    /// listened on, and kept bound for as long as this lives, so that no other test's server
+    /// takes it meanwhile (one closed at once was taken by another test's origin, which answered).
+    final class RefusingPort {
+        let port: Int
+        private let socket: Int32
+
+        init() throws {
+            (socket, port) = try URLSessionAdoptionTests.boundSocket()
+        }
+
+        deinit { close(socket) }
+    }
+
+    private static func boundSocket() throws -> (Int32, Int) {
         #if canImport(Glibc)
         let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
         let socket = Darwin.socket(AF_INET, SOCK_STREAM, 0)
         #endif
-        defer { close(socket) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -224,11 +238,12 @@ struct URLSessionAdoptionTests {
         try withUnsafeMutablePointer(to: &address) { pointer in
             try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
                 guard bind(socket, raw, length) == 0, getsockname(socket, raw, &length) == 0 else {
+                    close(socket)
                     throw POSIXError(.EADDRINUSE)
                 }
             }
         }
-        return Int(UInt16(bigEndian: address.sin_port))
+        return (socket, Int(UInt16(bigEndian: address.sin_port)))
     }
 
     /// Whether some fetch holds `url`'s fetch lock in the cache at `root` (the request is then

@@ -61,6 +61,16 @@ struct BrokenOriginTests {
         #expect(try await other.fetch(URLRequest(url: origin.url("/r"))).data == Data("GOOD".utf8))
     }
 
+    /// RFC 9110 §15.4.5: a 304 to a request without validators answers nothing: the fetch fails
+    /// and nothing is stored (it was passed on, an empty body with exit status 0).
+    @Test func aNotModifiedToAnUnconditionalRequestIsAFailure() async throws {
+        let origin = try RawOrigin(["HTTP/1.1 304 Not Modified\r\nETag: \"a\"\r\nCache-Control: max-age=600\r\n\r\n"])
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        await #expect(throws: SharedCacheError.self) { try await cache.fetch(URLRequest(url: origin.url("/n"))) }
+        #expect(try cache.statistics().entryCount == 0)
+    }
+
     /// An unknown content coding is what the plain connection is for: it is stored as received.
     @Test func anUnknownContentCodingIsStillTakenAsReceived() async throws {
         let origin = try RawOrigin([
