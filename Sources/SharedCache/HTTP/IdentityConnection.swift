@@ -76,11 +76,19 @@ enum IdentityConnection {
         }
     }
 
+    /// Reads to the end; a response whose header section has not ended within
+    /// ``headerSectionLimit`` bytes is refused there (a server sending header lines without end
+    /// filled memory).
     private static func readAll(_ socket: borrowing StreamSocket) throws -> Data {
         var data = Data()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
         defer { buffer.deallocate() }
+        var headEnded = false
         while true {
+            if !headEnded && data.count > headerSectionLimit {
+                guard data.range(of: Data([13, 10, 13, 10])) != nil else { throw URLError(.badServerResponse) }
+                headEnded = true
+            }
             let count: Int
             do {
                 count = try socket.receive(into: buffer)

@@ -71,6 +71,18 @@ struct BrokenOriginTests {
         #expect(try cache.statistics().entryCount == 0)
     }
 
+    /// A header section without end (libcurl refuses it past 300 KB, and the plain connection
+    /// reads it again): the plain connection stops reading at 256 KiB and the fetch fails, where
+    /// it read on into memory for as long as the server sent.
+    @Test func aHeaderSectionWithoutEndIsRefused() async throws {
+        let origin = try RawOrigin(["HTTP/1.1 200 OK\r\nContent-Encoding: x-unknown\r\nX-Endless: "])
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        await #expect(throws: SharedCacheError.self) { try await cache.fetch(URLRequest(url: origin.url("/e"))) }
+        let sent = [origin.bytesSent(), origin.bytesSent()]  // to libcurl, then to the plain connection
+        #expect(sent.allSatisfy { ($0 ?? .max) < 16 << 20 }, "\(sent)")
+    }
+
     /// An unknown content coding is what the plain connection is for: it is stored as received.
     @Test func anUnknownContentCodingIsStillTakenAsReceived() async throws {
         let origin = try RawOrigin([

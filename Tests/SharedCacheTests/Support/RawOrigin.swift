@@ -9,7 +9,8 @@ import Darwin
 
 /// An origin that sends bytes nginx never would: the Nth connection gets the Nth response
 /// given, byte for byte, and the last one every connection after (a python3 process on
-/// loopback). For responses a broken or hostile server sends.
+/// loopback). For responses a broken or hostile server sends; one that ends in `X-Endless: `
+/// sends field lines without end.
 final class RawOrigin {
     static var isAvailable: Bool { Requirements.isInstalled("/usr/bin/python3") }
 
@@ -38,9 +39,20 @@ final class RawOrigin {
                     if not piece:
                         break
                     request += piece
-                connection.sendall(responses[min(served, len(responses) - 1)])
+                response = responses[min(served, len(responses) - 1)]
+                sent = 0
+                try:
+                    connection.sendall(response)
+                    sent = len(response)
+                    # A response ending in an unfinished field line goes on with field lines
+                    # until the client hangs up (or 64 MiB, a client that never would).
+                    while response.endswith(b"X-Endless: ") and sent < 64 << 20:
+                        connection.sendall(b"more" * 1000 + b"\\r\\nX-Endless: ")
+                        sent += 4014
+                except OSError:
+                    pass
                 served += 1
-                print("served", served, flush=True)
+                print(sent, flush=True)
                 connection.close()
             """
         server = try ChildProcess(
@@ -60,4 +72,7 @@ final class RawOrigin {
     }
 
     func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+
+    /// How many bytes the next connection served was sent before it ended.
+    func bytesSent() -> Int? { server.nextLine(within: .seconds(60)).flatMap { Int($0) } }
 }
