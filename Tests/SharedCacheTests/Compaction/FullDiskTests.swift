@@ -38,12 +38,9 @@ struct FullDiskTests {
     @Test(.enabled(if: canMount, "needs root and mount(2) to make a small filesystem"), arguments: [false, true])
     func theCompactorEvictsWithNoFreeBytes(packsSettled: Bool) async throws {
         let directory = try TemporaryDirectory()
-        let mountPoint = directory("small")
-        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        #expect(mount("tmpfs", mountPoint, "tmpfs", 0, "size=8m") == 0)
-        // Detached rather than unmounted: a plain umount fails (EBUSY) while a child another
-        // test's thread is starting still holds a copy of a descriptor on the mount.
-        defer { umount2(mountPoint, Int32(MNT_DETACH)) }
+        let small = try SmallFilesystem(at: directory("small"))
+        defer { withExtendedLifetime(small) {} }
+        let mountPoint = small.path
         let path = "\(mountPoint)/cache"
         let limit: UInt64 = 1 << 20
         do {
@@ -89,11 +86,9 @@ struct FullDiskTests {
     @Test(.enabled(if: canMount, "needs root and mount(2) to make a small filesystem"))
     func aFullDiskIsLeftAsTheErrorSays() async throws {
         let directory = try TemporaryDirectory()
-        let mountPoint = directory("small")
-        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        #expect(mount("tmpfs", mountPoint, "tmpfs", 0, "size=8m") == 0)
-        defer { umount2(mountPoint, Int32(MNT_DETACH)) }
-        let path = "\(mountPoint)/cache"
+        let small = try SmallFilesystem(at: directory("small"))
+        defer { withExtendedLifetime(small) {} }
+        let path = "\(small.path)/cache"
         let body = directory("body")
         try Data((0..<(100 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 31) }).write(to: URL(fileURLWithPath: body))
         var full: Worker.Result?
@@ -122,5 +117,20 @@ struct FullDiskTests {
         }
         #expect(try cache.verify().isClean)
     }
+}
+
+/// An 8 MB tmpfs mounted at `path` for as long as this lives.
+final class SmallFilesystem {
+    let path: String
+
+    init(at path: String) throws {
+        self.path = path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        guard mount("tmpfs", path, "tmpfs", 0, "size=8m") == 0 else { throw POSIXError(.EPERM) }
+    }
+
+    // Detached rather than unmounted: a plain umount fails (EBUSY) while a child another
+    // test's thread is starting still holds a copy of a descriptor on the mount.
+    deinit { umount2(path, Int32(MNT_DETACH)) }
 }
 #endif
