@@ -116,12 +116,7 @@ package final class LiveIndex {
         while true {
             switch try ManifestFile.read(in: directory) {
             case .valid(let header, let index):
-                guard let segment = try JournalSegment.open(header.generation, in: directory) else {
-                    try lostPosition()
-                    continue
-                }
-                let live = LiveIndex(directory: directory, index: index, cursor: cursor(segment, after: header))
-                if try live.advance() == .mustResynchronize {
+                guard let live = try following(header, index, in: directory) else {
                     try lostPosition()
                     continue
                 }
@@ -133,6 +128,16 @@ package final class LiveIndex {
                     ?? recovery
             }
         }
+    }
+
+    /// The index a valid manifest gives, with the journal after it read; `nil` when the journal
+    /// does not go on from it (its segment, or one a seal leads to, is gone).
+    private static func following(_ header: ManifestCoding.Header, _ index: Index, in directory: CacheDirectory)
+        throws -> LiveIndex?
+    {
+        guard let segment = try JournalSegment.open(header.generation, in: directory) else { return nil }
+        let live = LiveIndex(directory: directory, index: index, cursor: cursor(segment, after: header))
+        return try live.advance() == .mustResynchronize ? nil : live
     }
 
     /// A cursor at the start of the manifest's segment, past every record the manifest covers.
@@ -150,8 +155,10 @@ package final class LiveIndex {
     }
 
     /// Writes a new manifest from the blob files and every journal segment kept, or, with no
-    /// segment left at all, from the valid manifest there; how it did (unless forced, `nil`
-    /// when another process wrote a valid one while this one waited).
+    /// segment left at all, from the valid manifest there; how it did. `nil` when another
+    /// process mended it while this one waited for the lock: a valid manifest there (unless
+    /// forced), or, forced, one the journal goes on from. (Forced, the second of two openers
+    /// waiting rebuilt over the first's mending, from the blobs: every packed entry was lost.)
     ///
     /// Blob files are the truth for large bodies (a removal unlinks them). A packed body stays
     /// in its segment after its entry is removed, so only the journal says which are live:
@@ -160,27 +167,35 @@ package final class LiveIndex {
     /// no segment at all (the folder was removed, or a file stood in its place), nothing newer
     /// than the manifest is left to replay: it keeps every entry it names, where a scan would
     /// lose every packed one.
-    private static func rebuild(
+    static func rebuild(
         _ directory: CacheDirectory, bodies: any BodyStore, lock: DirectoryLock, timeout: Duration, durable: Bool,
         force: Bool
     ) throws -> Recovery? {
         try lock.withExclusiveLock(timeout: timeout) {
             // Another process may have rebuilt it while we waited for the lock.
             let manifest = try ManifestFile.read(in: directory)
-            if !force, case .valid = manifest { return nil }
+            if case .valid(let header, let index) = manifest {
+                if !force { return nil }
+                if try following(header, index, in: directory) != nil { return nil }
+            }
             var generations = try JournalSegment.generations(in: directory)
             let index: Index
             let recovery: Recovery
+            // A journal made anew is numbered past every record any process may have read (the
+            // journal's end they all publish): processes that had the cache open report only
+            // records numbered past what they already reported, and would miss the new ones.
+            let published = SharedCounters.open(in: directory, creating: false)?.value(.journalSequence) ?? 0
             if generations.isEmpty, case .valid(let header, let checkpointed) = manifest {
                 // Numbered on after the manifest, as a checkpoint would have gone on.
                 generations = [header.generation + 1]
                 try JournalSegment.create(
-                    generations[0], firstSequence: header.lastSequence + 1, in: directory, durable: durable)
+                    generations[0], firstSequence: max(header.lastSequence, published) + 1, in: directory,
+                    durable: durable)
                 (index, recovery) = (checkpointed, .journalStartedAfterManifest)
             } else {
                 if generations.isEmpty {
                     generations = [1]
-                    try JournalSegment.create(1, firstSequence: 1, in: directory, durable: durable)
+                    try JournalSegment.create(1, firstSequence: published + 1, in: directory, durable: durable)
                 }
                 (index, recovery) = (try ManifestFile.scanBodies(bodies), .rebuiltFromBodies)
             }
