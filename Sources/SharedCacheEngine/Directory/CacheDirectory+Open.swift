@@ -205,7 +205,7 @@ extension CacheDirectory {
                 + (isFolder
                     ? "replace the link with the folder it points to"
                     : isMadeAnew
-                        ? "remove it (SharedCache makes the file anew): `rm \(path)/\(link)`"
+                        ? "remove it (SharedCache makes the file anew): `rm \(SharedCacheError.shellWord("\(path)/\(link)"))`"
                         : SharedCacheError.replacingLink(at: "\(path)/\(link)"))
                 + ", then open the cache again",
             path: "\(path)/\(link)")

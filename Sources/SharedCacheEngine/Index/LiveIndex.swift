@@ -556,7 +556,8 @@ package final class LiveIndex {
             throw SharedCacheError(
                 .unsupportedFormat,
                 "\(segment.path) is a journal segment of format version \(segment.header.major), "
-                    + "which this SharedCache does not append to; run `sharedcache --dir \(directory.path) compact`, "
+                    + "which this SharedCache does not append to; run `sharedcache --dir "
+                    + "\(SharedCacheError.shellWord(directory.path)) compact`, "
                     + "whose checkpoint goes on in a segment of this version",
                 path: segment.path)
         }

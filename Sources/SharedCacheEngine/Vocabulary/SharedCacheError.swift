@@ -109,9 +109,10 @@ extension SharedCacheError {
                 // Lowering the limit alone evicts nothing until a compaction, and the space the
                 // limit's write freed (the reserve) would go to the next puts, leaving none to
                 // journal the evictions: the two steps go together.
+                let dir = Self.shellWord(root)
                 advice = "the filesystem holding \(root) is full; free space, or lower the cache's size-limit "
-                    + "and compact it at once: `sharedcache --dir \(root) config size-limit SIZE && "
-                    + "sharedcache --dir \(root) compact`"
+                    + "and compact it at once: `sharedcache --dir \(dir) config size-limit SIZE && "
+                    + "sharedcache --dir \(dir) compact`"
             case EACCES, EPERM, EROFS:
                 code = .permissionDenied
                 advice = "check the owner and permissions of \(path), or point the cache at a directory you can write"
@@ -152,8 +153,17 @@ extension SharedCacheError {
     package static func replacingLink(at path: String) -> String {
         guard let target = System.linkTarget(atPath: path),
             (try? System.status(atPath: target, followingSymlinks: true))?.isRegularFile == true
-        else { return "the file it points to is gone, so remove it: `rm \(path)`" }
-        return "replace it with a copy of the file it points to: `rm \(path) && cp \(target) \(path)`"
+        else { return "the file it points to is gone, so remove it: `rm \(shellWord(path))`" }
+        let (link, file) = (shellWord(path), shellWord(target))
+        return "replace it with a copy of the file it points to: `rm \(link) && cp \(file) \(link)`"
+    }
+
+    /// `path` as one word of a command for sh(1): as it is, or in single quotes where it holds
+    /// anything but letters, digits and `/._-+,:@%=`.
+    package static func shellWord(_ path: String) -> String {
+        let plain = Set("/._-+,:@%=0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+        if !path.isEmpty, path.utf8.allSatisfy(plain.contains) { return path }
+        return "'" + path.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "'\\''") + "'"
     }
 
     /// Bytes that failed to decode, with the advice that repairs them.

@@ -175,6 +175,15 @@ struct DamageAdviceTests: AdminToolSuite {
         try await expectUsable()
     }
 
+    /// A path in a command a message gives is one word to sh(1), whatever it holds.
+    @Test(arguments: ["/plain/cache-1.2", "/with space/it's here", "/tab\there/$HOME/`x`", "/a;b|c&d"])
+    func aPathInACommandIsOneWordToTheShell(path: String) async throws {
+        let printed = await Worker.Result(
+            finishing: try ChildProcess(
+                URL(fileURLWithPath: "/bin/sh"), arguments: ["-c", "printf %s \(SharedCacheError.shellWord(path))"]))
+        #expect(printed.status == 0 && printed.output == path)
+    }
+
     /// A symbolic link where a journal segment belongs: the error names the command that puts a
     /// copy of the segment in its place, and run, every entry is there, the ones journaled in
     /// that segment too. (It said to remove the link, which lost them.)
