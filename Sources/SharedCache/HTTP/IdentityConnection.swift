@@ -17,13 +17,13 @@ import SharedCachePlatform
 /// the bytes as received; decoding is the caller's business).
 ///
 /// `http` only (no TLS here), `Connection: close`, the whole response read to its end; chunked
-/// transfer coding is undone. Its framing is read at least as strictly as libcurl reads it, since
-/// what it accepts is stored: a transfer coding other than chunked (which nothing here can
+/// transfer coding is undone. Its framing is read as strictly as libcurl reads it, or more
+/// strictly, since what it accepts is stored: a transfer coding other than chunked (which nothing here can
 /// undo), a `Content-Length` beside one or not a number, a field that is not `name: value`, a
 /// NUL or bare CR in a value, or a header section over 256 KiB is no response. Blocking: runs
 /// off the cooperative pool. The socket itself is the platform layer's ``StreamSocket``.
 enum IdentityConnection {
-    /// The longest header section read, as libcurl's limit (RFC 9112 §2.3 leaves it to each).
+    /// The longest header section read, near libcurl's 300 KB (RFC 9112 §2.3 leaves it to each).
     static let headerSectionLimit = 256 << 10
 
     /// Sends `request` and reads the response.

@@ -7,6 +7,9 @@ import FoundationNetworking
 
 @testable import SharedCache
 
+// Linux only: what libcurl, under URLSession there, refuses and the plain connection reads
+// again; CFNetwork on Darwin is another reading, which could not be checked here.
+#if os(Linux)
 /// Responses a broken or hostile origin sends, which libcurl refuses (on Linux, under
 /// URLSession) and a laxer reading would make something of. Each follows a good response stored
 /// with `stale-if-error`: the refusal is an error, so the good response is served stale and
@@ -80,7 +83,8 @@ struct BrokenOriginTests {
         let cache = try SharedCache(directory: directory("cache"))
         await #expect(throws: SharedCacheError.self) { try await cache.fetch(URLRequest(url: origin.url("/e"))) }
         let sent = [origin.bytesSent(), origin.bytesSent()]  // to libcurl, then to the plain connection
-        #expect(sent.allSatisfy { ($0 ?? .max) < 16 << 20 }, "\(sent)")
+        // Both ends' socket buffers hold some of what was sent, megabytes at most.
+        #expect(sent.allSatisfy { ($0 ?? .max) < 64 << 20 }, "\(sent)")
     }
 
     /// An unknown content coding is what the plain connection is for: it is stored as received.
@@ -96,3 +100,4 @@ struct BrokenOriginTests {
             hit.source == .fresh && hit.data == Data("opaque".utf8) && hit.headers["Content-Encoding"] == "x-unknown")
     }
 }
+#endif

@@ -45,8 +45,8 @@ final class RawOrigin {
                     connection.sendall(response)
                     sent = len(response)
                     # A response ending in an unfinished field line goes on with field lines
-                    # until the client hangs up (or 64 MiB, a client that never would).
-                    while response.endswith(b"X-Endless: ") and sent < 64 << 20:
+                    # until the client hangs up (or 128 MiB, a client that never would).
+                    while response.endswith(b"X-Endless: ") and sent < 128 << 20:
                         connection.sendall(b"more" * 1000 + b"\\r\\nX-Endless: ")
                         sent += 4014
                 except OSError:
