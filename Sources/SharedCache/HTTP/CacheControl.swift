@@ -111,9 +111,7 @@ struct CacheControl: Sendable, Equatable {
     /// `delta-seconds = 1*DIGIT` (§1.2.2): too large for the cache saturates at 2³¹; anything
     /// else (a sign, a fraction, a letter) counts as 0.
     static func deltaSeconds(_ text: String) -> Int64 {
-        guard !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else {
-            return 0
-        }
+        guard FieldList.isDigits(text) else { return 0 }
         return Int64(text).map { min($0, 1 << 31) } ?? 1 << 31
     }
 

@@ -19,6 +19,11 @@ enum FieldList {
 
     private static let tokenSymbols = Set("!#$%&'*+-.^_`|~".utf8)
 
+    /// Whether `text` is `1*DIGIT`: a length, a number of seconds.
+    static func isDigits(_ text: some StringProtocol) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+    }
+
     /// The members of `value`: split at commas outside quoted strings (`no-cache="a, b"` is one
     /// member), empty ones left out. Inside a quoted string a backslash escapes the next
     /// character (`quoted-pair`), so `\"` does not end it, and `x="\", max-age=60"` is one member.

@@ -99,8 +99,8 @@ extension HTTPHeaders {
     var contentLength: ContentLength {
         guard let field = self["Content-Length"] else { return .absent }
         let members = Set(field.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingSpaces() })
-        guard members.count == 1, let text = members.first, !text.isEmpty, text.utf8.count <= 18,
-            text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }), let length = Int(text)
+        guard members.count == 1, let text = members.first, FieldList.isDigits(text), text.utf8.count <= 18,
+            let length = Int(text)
         else { return .invalid }
         return .length(length)
     }

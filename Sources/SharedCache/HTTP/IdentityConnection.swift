@@ -18,9 +18,9 @@ import SharedCachePlatform
 ///
 /// `http` only (no TLS here), `Connection: close`, the whole response read to its end; chunked
 /// transfer coding is undone. Its framing is read as strictly as libcurl reads it, or more
-/// strictly, since what it accepts is stored: a transfer coding other than chunked (which nothing here can
-/// undo), a `Content-Length` beside one or not a number, a field that is not `name: value`, a
-/// NUL or bare CR in a value, or a header section over 256 KiB is no response. Blocking: runs
+/// strictly, since what it accepts is stored: a transfer coding other than chunked (which
+/// nothing here can undo), a `Content-Length` beside one or not a number, a field that is not
+/// `name: value`, a NUL or bare CR in a value, or a header section over 256 KiB is no response. Blocking: runs
 /// off the cooperative pool. The socket itself is the platform layer's ``StreamSocket``.
 enum IdentityConnection {
     /// The longest header section read, near libcurl's 300 KB (RFC 9112 §2.3 leaves it to each).
@@ -125,16 +125,17 @@ enum IdentityConnection {
             case .length(let value): length = value
             case .invalid: throw URLError(.badServerResponse)
             }
-            if let coding = headers["Transfer-Encoding"] {
+            let transferCoding = headers["Transfer-Encoding"]
+            if let transferCoding {
                 // Only chunked can be undone here, and a length beside a transfer coding is a
                 // message smuggled or split (RFC 9112 §6.1, §6.3).
-                guard coding.trimmingSpaces().lowercased() == "chunked", length == nil else {
+                guard transferCoding.trimmingSpaces().lowercased() == "chunked", length == nil else {
                     throw URLError(.cannotDecodeRawData)
                 }
             }
             if method == "HEAD" || status == 204 || status == 304 {
                 body = []
-            } else if headers["Transfer-Encoding"] != nil {
+            } else if transferCoding != nil {
                 body = try dechunk(body)
             } else if let length {
                 // Shorter than it says: the connection closed early, and the response is

@@ -178,9 +178,7 @@ struct DamageAdviceTests: AdminToolSuite {
     /// A path in a command a message gives is one word to sh(1), whatever it holds.
     @Test(arguments: ["/plain/cache-1.2", "/with space/it's here", "/tab\there/$HOME/`x`", "/a;b|c&d"])
     func aPathInACommandIsOneWordToTheShell(path: String) async throws {
-        let printed = await Worker.Result(
-            finishing: try ChildProcess(
-                URL(fileURLWithPath: "/bin/sh"), arguments: ["-c", "printf %s \(SharedCacheError.shellWord(path))"]))
+        let printed = try await shell("printf %s \(SharedCacheError.shellWord(path))")
         #expect(printed.status == 0 && printed.output == path)
     }
 
