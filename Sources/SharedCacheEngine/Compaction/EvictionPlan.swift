@@ -8,6 +8,9 @@ import SharedCachePlatform
 /// each limit (as ccache trims), so a directory at its limit is not compacted on every put.
 /// Recency is the last access journaled by any process (see ``Configuration/recencyInterval``),
 /// or the time of the put; ties go to the lower hash, so every compactor decides alike.
+///
+/// Over the size limit, an entry larger than the low-water mark goes before any other: no pass
+/// could keep it, and by recency alone a new one would first take every older entry with it.
 package struct EvictionPlan: Sendable {
     package struct Victim: Sendable, Equatable {
         package var hash: KeyHash
@@ -29,17 +32,30 @@ package struct EvictionPlan: Sendable {
         }
         victims.sort { $0.entry.expiresAt < $1.entry.expiresAt }
 
+        let lowWaterBytes = sizeLimit * Self.lowWaterPercent / 100
+        let largestKept = sizeLimit > 0 && bytes > sizeLimit ? lowWaterBytes : .max
+        if largestKept < .max {
+            var tooLarge: [Victim] = []
+            for (hash, entry) in index where !entry.isExpired(at: now) && entry.bodySize > largestKept {
+                tooLarge.append(Victim(hash: hash, entry: entry, reason: .size))
+                bytes -= entry.bodySize
+                count -= 1
+            }
+            victims += tooLarge.sorted { $0.hash < $1.hash }
+        }
+
         let overSize = sizeLimit > 0 && bytes > sizeLimit
         let overCount = entryLimit > 0 && count > entryLimit
         guard overSize || overCount else { return }
-        let bytesToFree = overSize ? bytes - sizeLimit * Self.lowWaterPercent / 100 : 0
+        let bytesToFree = overSize ? bytes - lowWaterBytes : 0
         let entriesToFree = overCount ? count - entryLimit * Self.lowWaterPercent / 100 : 0
 
         // Find the recency cutoff from (access, size) pairs alone: 16 bytes per entry instead of
         // copying whole entries, which matters at a million of them.
         var recency: [(lastAccess: Int64, size: UInt64)] = []
         recency.reserveCapacity(Int(count))
-        for (_, entry) in index where !entry.isExpired(at: now) {
+        let isCandidate = { (entry: IndexEntry) in !entry.isExpired(at: now) && entry.bodySize <= largestKept }
+        for (_, entry) in index where isCandidate(entry) {
             recency.append((entry.lastAccess, entry.bodySize))
         }
         recency.sort { $0.lastAccess < $1.lastAccess }
@@ -57,7 +73,7 @@ package struct EvictionPlan: Sendable {
 
         var older: [Victim] = []
         var ties: [Victim] = []
-        for (hash, entry) in index where !entry.isExpired(at: now) && entry.lastAccess <= cutoff {
+        for (hash, entry) in index where isCandidate(entry) && entry.lastAccess <= cutoff {
             let victim = Victim(hash: hash, entry: entry, reason: .size)
             if entry.lastAccess < cutoff { older.append(victim) } else { ties.append(victim) }
         }

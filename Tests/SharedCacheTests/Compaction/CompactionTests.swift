@@ -60,6 +60,21 @@ struct CompactionTests {
         #expect(try cache.get(key: "k5") == nil)
     }
 
+    /// One body nearly as large as the limit, put last, must not cost the cache every other
+    /// entry (each older by recency) before it goes itself.
+    @Test func anEntryTooLargeToKeepGoesAloneAndTheOthersStay() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace)
+        for index in 0..<10 { try cache.put(key: "small \(index)", data: Data(count: 500)) }
+        try cache.put(key: "large", data: Data(count: 9_500))  // 14,500 bytes; the low-water mark is 9,000
+
+        let report = try cache.compact()
+        #expect(report.evictions.map(\.hash) == [KeyHash(key: "large")])
+        #expect(report.evictions.allSatisfy { $0.reason == .size })
+        #expect(try cache.get(key: "large") == nil)
+        for index in 0..<10 { #expect(try cache.get(key: "small \(index)") != nil) }
+    }
+
     /// A long-lived compactor (as in sharedcached) reads its own evictions back from the
     /// journal: each blob is still unlinked once, and a pass that finds the journal where its
     /// last checkpoint left it does not checkpoint again.

@@ -61,6 +61,40 @@ struct EvictionPlanTests {
         #expect(hashes == index.map(\.hash).sorted().prefix(6).map { $0 })
     }
 
+    /// Puts an entry of 950 bytes, the most recently used, under `name`.
+    static func insertLarge(_ name: String, into index: inout Index) {
+        let entry = IndexEntry(
+            location: BodyLocation(blobID: 99), bodySize: 950, storedAt: 0, expiresAt: .max, lastAccess: 50)
+        index.insert(entry, for: KeyHash(key: name))
+    }
+
+    /// An entry larger than the low-water mark cannot stay after a pass that must free space;
+    /// by recency alone, a new one would take every older entry with it before going itself.
+    @Test func overTheSizeLimitAnEntryLargerThanTheLowWaterMarkGoesAlone() {
+        var index = Self.index(10)  // 1,000 bytes, last accessed at 0...9
+        Self.insertLarge("large", into: &index)
+        // 1,950 bytes against a limit of 1,050, whose low-water mark is 945.
+        let plan = EvictionPlan(index: index, now: 1000, sizeLimit: 1050, entryLimit: 0)
+        #expect(plan.victims.map(\.hash) == [KeyHash(key: "large")])
+        #expect(plan.victims.allSatisfy { $0.reason == .size })
+    }
+
+    @Test func theLargeEntryGoesFirstAndTheLeastRecentlyUsedAfterIt() {
+        var index = Self.index(20)  // 2,000 bytes
+        for name in ["large", "larger"] { Self.insertLarge(name, into: &index) }
+        // 3,900 bytes against 1,050: both large ones, then 2,000 - 945 = 1,055 bytes by recency.
+        let plan = EvictionPlan(index: index, now: 1000, sizeLimit: 1050, entryLimit: 0)
+        let large = [KeyHash(key: "large"), KeyHash(key: "larger")].sorted()
+        #expect(plan.victims.prefix(2).map(\.hash) == large)
+        #expect(plan.victims.dropFirst(2).map(\.entry.lastAccess) == (0..<11).map(Int64.init))
+    }
+
+    @Test func anEntryLargerThanTheLowWaterMarkStaysWhileTheDirectoryIsWithinItsLimit() {
+        var index = Self.index(1)
+        Self.insertLarge("large", into: &index)
+        #expect(EvictionPlan(index: index, now: 1000, sizeLimit: 1050, entryLimit: 0).victims.isEmpty)
+    }
+
     @Test func noLimitsMeansOnlyExpiry() {
         let plan = EvictionPlan(index: Self.index(1000), now: 1000, sizeLimit: 0, entryLimit: 0)
         #expect(plan.victims.isEmpty)
