@@ -113,4 +113,39 @@ package struct DirectoryIdentity: Equatable {
             return false
         }
     }
+
+    /// ``hasChanged(_:from:)``, once the directory has been still for `quiet` (nothing added to
+    /// or removed from it or its folders), or gone, but after `limit` at most.
+    ///
+    /// For a process that met an error: a deletion under way (`rm -rf`) empties the directory a
+    /// file at a time, which the process can meet as damage before the directory itself goes,
+    /// and the advice for damage (a repair) would then be wrong.
+    package static func hasChanged(
+        _ path: String, from identity: DirectoryIdentity?, onceStillFor quiet: Duration = .seconds(1),
+        limit: Duration = .seconds(60)
+    ) -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now + limit
+        var look = Contents(path)
+        var stillSince = clock.now
+        while !hasChanged(path, from: identity), clock.now < deadline {
+            if clock.now - stillSince >= quiet { return false }
+            Clock.sleep(nanoseconds: 20_000_000)
+            let next = Contents(path)
+            if next != look { (look, stillSince) = (next, clock.now) }
+        }
+        return hasChanged(path, from: identity)
+    }
+
+    /// When the directory and its folders last changed: a file added to or removed from one
+    /// changes its modification time (and a folder's removal, the directory's link count).
+    private struct Contents: Equatable {
+        var changes: [FileStatus?]
+
+        init(_ path: String) {
+            changes = ["", "/journal", "/packs", "/blobs", "/tmp"].map {
+                try? System.status(atPath: path + $0, followingSymlinks: false)
+            }
+        }
+    }
 }

@@ -33,7 +33,11 @@ package final class Daemon: @unchecked Sendable {
         } catch {
             // Gone from under it, the directory is not damaged: what the error says to do would
             // not help (a repair of a new directory finds nothing, of a removed one makes one).
-            if isGone(since: opened) { return saidGone() }
+            // Looked at once the directory is still: a deletion under way meets the daemon as
+            // damage before the directory itself is gone.
+            if opened != nil && DirectoryIdentity.hasChanged(directory, from: opened, onceStillFor: .seconds(1)) {
+                return saidGone()
+            }
             terminal.warn(error.description)
             return ExitStatus(error)
         }
