@@ -78,6 +78,22 @@ package struct StreamSocket: ~Copyable {
     package func receive(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
         try retryingInterrupts("recv") { recv(descriptor.rawValue, buffer.baseAddress, buffer.count, 0) }
     }
+
+    /// Receives what arrives within `timeout`, at most `buffer.count` bytes; 0 when the peer
+    /// closed. The C functions are `poll` and `recv`; nothing within `timeout` is `EAGAIN`, as
+    /// the socket's own timeout is. (A caller with a deadline of its own waits in slices of it.)
+    package func receive(into buffer: UnsafeMutableRawBufferPointer, waitingAtMost timeout: Duration)
+        throws(SystemError) -> Int
+    {
+        let (seconds, attoseconds) = timeout.components
+        let milliseconds = Int32(clamping: max(0, min(seconds, 1 << 30) * 1000 + attoseconds / 1_000_000_000_000_000))
+        var entry = pollfd(fd: descriptor.rawValue, events: Int16(POLLIN), revents: 0)
+        // An interrupted poll starts its wait again: a slice longer at most, never a lost byte.
+        guard try retryingInterrupts("poll", { poll(&entry, 1, milliseconds) }) > 0 else {
+            throw SystemError("poll", errno: EAGAIN)
+        }
+        return try receive(into: buffer)
+    }
 }
 
 // The C functions, reached without the module name each C library gives them.

@@ -190,7 +190,9 @@ extension HTTPExchange {
     /// to is the cache's own.
     func deliver(_ outgoing: URLRequest, to receiver: DownloadReceiver) async throws -> DownloadReceiver.Received {
         do {
-            _ = try await transport.send(outgoing, streamingTo: receiver.receive)
+            _ = try await IdentityConnection.$bodyLimit.withValue(plainBodyLimit) {
+                try await transport.send(outgoing, streamingTo: receiver.receive)
+            }
         } catch is BodyPipe.StoreStopped {
             throw await receiver.storeFailure()
         } catch {

@@ -28,10 +28,19 @@ struct HTTPExchange: Sendable {
     /// the boundary never mistakes one for the cache's own (or the other way round).
     func deliver(_ outgoing: URLRequest) async throws -> TransportResponse {
         do {
-            return try await transport.send(outgoing)
+            return try await IdentityConnection.$bodyLimit.withValue(plainBodyLimit) {
+                try await transport.send(outgoing)
+            }
         } catch {
             throw TransportFailure(underlying: error)
         }
+    }
+
+    /// The longest body the plain connection reads for this cache (see
+    /// ``IdentityConnection/bodyLimit``): its size limit, or the default one where it has none.
+    var plainBodyLimit: Int {
+        let limit = cache.configuration.sizeLimit
+        return limit == 0 ? IdentityConnection.defaultBodyLimit : Int(clamping: limit)
     }
 
     /// What is stored for the request, pinned; the accesses it read are journaled off the

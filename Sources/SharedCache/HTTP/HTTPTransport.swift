@@ -137,9 +137,12 @@ public struct URLSessionTransport: HTTPTransport {
         do {
             (body, response) = try await session.data(for: request)
         } catch let error as URLError where Self.resendsPlainly(request, after: error) {
-            guard let received = try? await IdentityConnection.send(request), Self.isUndecodable(received) else {
-                throw error
+            let body = Locked(Data())
+            let plain = try await resendPlainly(request) { event in
+                if case .body(let piece) = event { body.withLock { $0.append(piece) } }
             }
+            guard var received = plain else { throw error }
+            received.body = body.withLock { $0 }
             return received
         }
         guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
@@ -148,7 +151,7 @@ public struct URLSessionTransport: HTTPTransport {
 
     /// Sends `request`, handing the body on as URLSession receives it (through the default
     /// session; through another, as ``send(_:)`` does). A plain resend after a coding URLSession
-    /// could not decode (see ``send(_:)``) hands on a second head, and the body, whole.
+    /// could not decode (see ``send(_:)``) hands on a second head, and its body as it arrives.
     public func send(_ request: URLRequest, streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void)
         async throws -> TransportResponse
     {
@@ -160,13 +163,23 @@ public struct URLSessionTransport: HTTPTransport {
         } catch let failure as StreamingDelegate.UndecodedBody
             where Self.resendsPlainly(request, after: failure.error)
         {
-            guard let received = try? await IdentityConnection.send(request), Self.isUndecodable(received) else {
-                throw failure.error
-            }
-            return try received.handedOn(to: receive)
+            guard let received = try await resendPlainly(request, streamingTo: receive) else { throw failure.error }
+            return received
         } catch let failure as StreamingDelegate.UndecodedBody {
             throw failure.error
         }
+    }
+
+    /// Sends `request` again over a plain connection, handing its response to `receive` if it
+    /// names a coding URLSession could not decode; `nil` if none came that does (URLSession's
+    /// failure then stands). The plain connection's limits (IdentityConnection) hold, with the
+    /// session's resource timeout; a failure once such a response has started is the fetch's.
+    private func resendPlainly(
+        _ request: URLRequest, streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void
+    ) async throws -> TransportResponse? {
+        try await IdentityConnection.send(
+            request, resourceTimeout: session.configuration.timeoutIntervalForResource, taking: Self.isUndecodable,
+            streamingTo: receive)
     }
 
     /// Whether a response the plain connection received is one URLSession refused for its

@@ -9,6 +9,7 @@ import Darwin
 #elseif canImport(Musl)
 import Musl
 #endif
+import SharedCacheEngine
 import SharedCachePlatform
 
 /// One HTTP/1.1 exchange over a plain TCP connection that leaves the body's content coding as
@@ -16,35 +17,151 @@ import SharedCachePlatform
 /// URLSession's libcurl cannot decode and so fails (RFC 9110 §8.4: a cache stores and returns
 /// the bytes as received; decoding is the caller's business).
 ///
-/// `http` only (no TLS here), `Connection: close`, the whole response read to its end; chunked
-/// transfer coding is undone. Its framing is read as strictly as libcurl reads it, or more
-/// strictly, since what it accepts is stored: a transfer coding other than chunked (which
-/// nothing here can undo), a `Content-Length` beside one or not a number, a field that is not
-/// `name: value`, a NUL or bare CR in a value, or a header section over 256 KiB is no response. Blocking: runs
-/// off the cooperative pool. The socket itself is the platform layer's ``StreamSocket``.
+/// `http` only (no TLS here), `Connection: close`; chunked transfer coding is undone. Its
+/// framing is read as strictly as libcurl reads it, or more strictly, since what it accepts is
+/// stored (``ResponseParser``). What a server can make it spend is bounded: memory by the
+/// header section's limit (every head, 1xx included) and the body's (``bodyLimit``), time by
+/// the request's timeout (a wait for bytes, and the whole head) and the session's resource
+/// timeout, and the caller's task cancels it. It reads a response to the end of its framing,
+/// never on to a close that a server keeping the connection open would not send. Blocking:
+/// runs off the cooperative pool. The socket itself is the platform layer's ``StreamSocket``.
 enum IdentityConnection {
-    /// The longest header section read, near libcurl's 300 KB (RFC 9112 §2.3 leaves it to each).
+    /// The longest header section read, all heads together (a `100 Continue` and the final
+    /// one), near libcurl's 300 KB. HTTP sets no limit and leaves one to each recipient
+    /// (RFC 9110 §5.4); a client reads any number of 1xx heads before the final one (§15.2),
+    /// so the limit is on their sum, or a server could send heads without end.
     static let headerSectionLimit = 256 << 10
 
-    /// Sends `request` and reads the response.
-    static func send(_ request: URLRequest) async throws -> TransportResponse {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try exchange(request) }) }
+    /// The longest body read, as sent (chunk framing included): the size limit of the cache
+    /// that fetches (``Configuration/sizeLimit``, set for the fetch's transfer), or the default
+    /// one where that is 0 (no limit) or the transport is used on its own. A body larger than
+    /// the whole cache would be evicted by the next compaction, and this connection is the
+    /// fallback for codings libcurl does not know, not the way to download without bound.
+    @TaskLocal static var bodyLimit = defaultBodyLimit
+
+    /// The default size limit of a cache, 1 GiB: the body limit where no other is set.
+    static let defaultBodyLimit = Int(Configuration().sizeLimit)
+
+    /// How long the plain connection waits between looks at its task's cancellation: a read
+    /// blocks in `poll(2)` for at most this long at a time.
+    static let cancellationSlice: Duration = .milliseconds(250)
+
+    /// Sends `request` and reads the response, handing it to `receive` as it arrives, if
+    /// `takes` its head.
+    ///
+    /// - Parameters:
+    ///   - resourceTimeout: the longest the whole exchange may take (the session's
+    ///     `timeoutIntervalForResource`).
+    ///   - takes: whether the response with this head is one to take; it is asked once, on
+    ///     the thread reading, before any of the body is read.
+    /// - Returns: the head (with an empty body) once the body has ended; `nil` if no response
+    ///   came that `takes` took (none could be read, or it was not one to take).
+    /// - Throws: once the head was taken, why the body could not be read whole
+    ///   (`URLError(.dataLengthExceedsMaximum)` past ``bodyLimit``, `.timedOut`, …) or what
+    ///   `receive` threw; `URLError(.cancelled)` when the task was cancelled.
+    static func send(
+        _ request: URLRequest, resourceTimeout: TimeInterval,
+        taking takes: @escaping @Sendable (TransportResponse) -> Bool,
+        streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void
+    ) async throws -> TransportResponse? {
+        let bodyLimit = bodyLimit
+        let cancelled = Locked(false)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                DispatchQueue.global().async {
+                    continuation.resume(
+                        with: Result {
+                            try exchange(
+                                request, bodyLimit: bodyLimit, resourceTimeout: resourceTimeout,
+                                cancelled: cancelled, takes: takes, receive: receive)
+                        })
+                }
+            }
+        } onCancel: {
+            cancelled.withLock { $0 = true }
         }
     }
 
-    private static func exchange(_ request: URLRequest) throws -> TransportResponse {
-        guard let url = request.url, url.scheme?.lowercased() == "http", let host = url.host else {
-            throw URLError(.unsupportedURL)
-        }
-        let port = url.port ?? 80
-        let socket: StreamSocket
-        do {
-            socket = try StreamSocket(connectingTo: host, port: port, timeout: .seconds(request.timeoutInterval))
-        } catch {
-            throw URLError(error.call == "getaddrinfo" ? .cannotFindHost : .cannotConnectToHost)
-        }
+    /// A `TimeInterval` as a timeout: `fallback` for none that is positive, at most 10⁹ s.
+    static func timeout(_ interval: TimeInterval, fallback: Duration) -> Duration {
+        guard interval > 0 else { return fallback }  // NaN too
+        return .milliseconds(Int64(max(1, min(interval, 1e9) * 1000)))
+    }
+
+    /// The head was not one to take: stop reading.
+    private struct NotTaken: Error {}
+
+    private static func exchange(
+        _ request: URLRequest, bodyLimit: Int, resourceTimeout: TimeInterval, cancelled: Locked<Bool>,
+        takes: (TransportResponse) -> Bool, receive: (TransportEvent) throws -> Void
+    ) throws -> TransportResponse? {
+        guard let url = request.url, url.scheme?.lowercased() == "http", let host = url.host else { return nil }
+        let clock = ContinuousClock()
+        let start = clock.now
+        // URLSession's request timeout is an idle one (the longest wait for bytes) and its
+        // resource timeout bounds the whole transfer; the head must also come whole within the
+        // first, or a server could trickle header lines for as long as it liked.
+        let idle = timeout(request.timeoutInterval, fallback: .seconds(60))
+        let headDeadline = start + idle
+        let deadline = start + timeout(resourceTimeout, fallback: .seconds(7 * 24 * 3600))
         let method = (request.httpMethod ?? "GET").uppercased()
+        var taken: TransportResponse?
+        do {
+            let socket: StreamSocket
+            do {
+                socket = try StreamSocket(connectingTo: host, port: url.port ?? 80, timeout: idle)
+            } catch {
+                throw URLError(error.call == "getaddrinfo" ? .cannotFindHost : .cannotConnectToHost)
+            }
+            try write(head(of: request, url: url, host: host, method: method), to: socket)
+            var parser = ResponseParser(method: method, bodyLimit: bodyLimit)
+            func handle(_ event: ResponseParser.Event) throws {
+                switch event {
+                case .head(let status, let headers):
+                    let head = TransportResponse(status: status, headers: headers, body: Data(), url: url)
+                    guard takes(head) else { throw NotTaken() }
+                    taken = head
+                    try receive(.head(head))
+                case .body(let bytes):
+                    try receive(.body(Data(bytes)))
+                }
+            }
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
+            defer { buffer.deallocate() }
+            var lastBytes = start
+            while !parser.isComplete {
+                if cancelled.withLock({ $0 }) { throw URLError(.cancelled) }
+                let now = clock.now
+                let until = min(lastBytes + idle, deadline, parser.hasHead ? deadline : headDeadline)
+                guard now < until else { throw URLError(.timedOut) }
+                let count: Int
+                do {
+                    count = try socket.receive(into: buffer, waitingAtMost: min(until - now, cancellationSlice))
+                } catch where error.errno == EAGAIN || error.errno == EWOULDBLOCK {
+                    continue
+                } catch {
+                    throw URLError(.networkConnectionLost)
+                }
+                if count == 0 {
+                    try parser.finish(handle)
+                    break
+                }
+                lastBytes = clock.now
+                try parser.consume(UnsafeRawBufferPointer(rebasing: buffer[..<count]), handle)
+            }
+        } catch let error as URLError where error.code == .cancelled {
+            throw error
+        } catch {
+            // Before a head was taken, the failure URLSession reported stands.
+            guard taken != nil else { return nil }
+            throw error
+        }
+        return taken
+    }
+
+    /// The request's head: its own fields but `Host`, `Connection` and `Content-Length`, which
+    /// are this connection's.
+    private static func head(of request: URLRequest, url: URL, host: String, method: String) -> Data {
         var head = "\(method) \(target(url)) HTTP/1.1\r\nHost: \(url.port.map { "\(host):\($0)" } ?? host)\r\n"
         for (name, value) in request.allHTTPHeaderFields ?? [:]
         where !["host", "connection", "content-length"].contains(name.lowercased()) {
@@ -52,8 +169,7 @@ enum IdentityConnection {
         }
         if let body = request.httpBody { head += "Content-Length: \(body.count)\r\n" }
         head += "Connection: close\r\n\r\n"
-        try write(Data(head.utf8) + (request.httpBody ?? Data()), to: socket)
-        return try parse(try readAll(socket), method: method, url: url)
+        return Data(head.utf8) + (request.httpBody ?? Data())
     }
 
     /// The request-target: the path and query as the URL spells them (RFC 9112 §3.2.1).
@@ -72,80 +188,259 @@ enum IdentityConnection {
         do {
             try socket.sendAll(UnsafeRawBufferPointer(bytes))
         } catch {
-            throw URLError(.networkConnectionLost)
+            throw URLError(error.errno == EAGAIN || error.errno == EWOULDBLOCK ? .timedOut : .networkConnectionLost)
         }
     }
 
-    /// Reads to the end; a response whose header section has not ended within
-    /// ``headerSectionLimit`` bytes is refused there (a server sending header lines without end
-    /// filled memory).
-    private static func readAll(_ socket: borrowing StreamSocket) throws -> Data {
-        var data = Data()
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
-        defer { buffer.deallocate() }
-        var headEnded = false
-        while true {
-            if !headEnded && data.count > headerSectionLimit {
-                guard data.range(of: Data([13, 10, 13, 10])) != nil else { throw URLError(.badServerResponse) }
-                headEnded = true
-            }
-            let count: Int
-            do {
-                count = try socket.receive(into: buffer)
-            } catch {
-                throw URLError(error.errno == EAGAIN || error.errno == EWOULDBLOCK ? .timedOut : .networkConnectionLost)
-            }
-            if count == 0 { return data }
-            data.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-        }
-    }
-
-    /// Status line, fields and body of an HTTP/1.1 response (RFC 9112), past any 1xx.
+    /// Status line, fields and body of an HTTP/1.1 response (RFC 9112) received whole, past
+    /// any 1xx: what the connection would take from these bytes, with no limit on the body.
     static func parse(_ data: Data, method: String, url: URL) throws -> TransportResponse {
-        let bytes = [UInt8](data)
-        var start = 0
-        while true {
-            guard let end = find([13, 10, 13, 10], in: bytes, from: start), end - start <= headerSectionLimit else {
-                throw URLError(.badServerResponse)
+        var parser = ResponseParser(method: method, bodyLimit: .max)
+        var response: TransportResponse?
+        var body = Data()
+        func handle(_ event: ResponseParser.Event) {
+            switch event {
+            case .head(let status, let headers):
+                response = TransportResponse(status: status, headers: headers, body: Data(), url: url)
+            case .body(let bytes):
+                body.append(contentsOf: bytes)
             }
-            let lines = String(decoding: bytes[start..<end], as: UTF8.self).components(separatedBy: "\r\n")
-            let statusParts = lines[0].split(separator: " ", maxSplits: 2)
-            guard statusParts.count >= 2, statusParts[0].hasPrefix("HTTP/"), statusParts[1].utf8.count == 3,
-                let status = Int(statusParts[1]), (100...599).contains(status)
-            else {
-                throw URLError(.badServerResponse)
-            }
-            let headers = try fields(lines.dropFirst())
-            start = end + 4
-            if (100..<200).contains(status) { continue }
-            var body = Array(bytes[start...])
-            let length: Int?
-            switch headers.contentLength {
-            case .absent: length = nil
-            case .length(let value): length = value
-            case .invalid: throw URLError(.badServerResponse)
-            }
-            let transferCoding = headers["Transfer-Encoding"]
-            if let transferCoding {
-                // Only chunked can be undone here, and a length beside a transfer coding is a
-                // message smuggled or split (RFC 9112 §6.1, §6.3).
-                guard transferCoding.trimmingSpaces().lowercased() == "chunked", length == nil else {
-                    throw URLError(.cannotDecodeRawData)
-                }
-            }
-            if method == "HEAD" || status == 204 || status == 304 {
-                body = []
-            } else if transferCoding != nil {
-                body = try dechunk(body)
-            } else if let length {
-                // Shorter than it says: the connection closed early, and the response is
-                // incomplete (RFC 9112 §8), which a cache never stores or serves as whole
-                // (RFC 9111 §3.3).
-                guard length <= body.count else { throw URLError(.networkConnectionLost) }
-                body = Array(body[0..<length])
-            }
-            return TransportResponse(status: status, headers: headers, body: Data(body), url: url)
         }
+        try data.withUnsafeBytes { try parser.consume($0, handle) }
+        if !parser.isComplete { try parser.finish(handle) }
+        guard var response else { throw URLError(.badServerResponse) }
+        response.body = body
+        return response
+    }
+}
+
+/// Reads an HTTP/1.1 response (RFC 9112) from bytes as they arrive, handing on its head and
+/// its body in pieces: a header section of at most ``IdentityConnection/headerSectionLimit``
+/// for all heads together, `name: value` fields with token names, no NUL or bare CR, obs-fold
+/// unfolded; `Content-Length` (one length, beside no transfer coding), chunked (chunk-size
+/// lines of at most ``chunkLineLimit``, sizes that cannot overflow, each chunk ended by CRLF),
+/// or the bytes until the connection closes; a body of at most `bodyLimit` bytes as sent.
+///
+/// Pure code: no system calls, testable on bytes alone.
+struct ResponseParser {
+    /// What the bytes said.
+    enum Event {
+        /// The final response's status and fields, before any of its body.
+        case head(status: Int, headers: HTTPHeaders)
+        /// The next piece of the body, its transfer coding undone.
+        case body(UnsafeRawBufferPointer)
+    }
+
+    /// The longest chunk-size line, extensions included (RFC 9112 §7.1.1 leaves their limit to
+    /// the recipient): a size takes at most 15 hex digits here, and no extension means anything
+    /// to this reader.
+    static let chunkLineLimit = 4 << 10
+
+    private enum State {
+        case head
+        case sized(remaining: Int)
+        case chunkLine
+        case chunkData(remaining: Int)
+        case chunkEnd
+        case untilClose
+        case complete
+    }
+
+    let method: String
+    let bodyLimit: Int
+    private var state = State.head
+    /// A head, a chunk-size line or a chunk's CRLF not yet ended.
+    private var pending: [UInt8] = []
+    /// Bytes of the heads read so far (1xx heads before the final one).
+    private var headBytes = 0
+    /// Bytes of the body as sent so far.
+    private var bodyBytes = 0
+
+    init(method: String, bodyLimit: Int) {
+        self.method = method
+        self.bodyLimit = bodyLimit
+    }
+
+    /// Whether the response has ended by its framing: what follows is not read.
+    var isComplete: Bool {
+        if case .complete = state { return true }
+        return false
+    }
+
+    /// Whether the final head has been read.
+    var hasHead: Bool {
+        if case .head = state { return false }
+        return true
+    }
+
+    /// Reads the next bytes received, handing on what they complete.
+    ///
+    /// - Throws: `URLError(.badServerResponse)` for framing that is no response,
+    ///   `.cannotDecodeRawData` for a transfer coding nothing here undoes,
+    ///   `.dataLengthExceedsMaximum` for a body past `bodyLimit` (before any byte past it is
+    ///   handed on), and what `handle` throws.
+    mutating func consume(_ input: UnsafeRawBufferPointer, _ handle: (Event) throws -> Void) throws {
+        var input = input[...]
+        while !input.isEmpty {
+            switch state {
+            case .complete:
+                return
+            case .head:
+                let searchFrom = max(0, pending.count - 3)
+                pending.append(contentsOf: input)
+                try readHeads(searchingFrom: searchFrom, handle)
+                guard hasHead, !pending.isEmpty else { return }
+                // What came after the final head is its body's: read from here, once.
+                let rest = pending
+                pending = []
+                try rest.withUnsafeBytes { try consume($0, handle) }
+                return
+            case .sized(let remaining):
+                let count = min(remaining, input.count)
+                try countBody(count)
+                try handle(.body(UnsafeRawBufferPointer(rebasing: input.prefix(count))))
+                input = input.dropFirst(count)
+                state = remaining == count ? .complete : .sized(remaining: remaining - count)
+            case .untilClose:
+                try countBody(input.count)
+                try handle(.body(UnsafeRawBufferPointer(rebasing: input)))
+                input = input[input.endIndex...]
+            case .chunkLine:
+                let searchFrom = max(0, pending.count - 1)
+                let take = min(input.count, Self.chunkLineLimit + 2 - pending.count)
+                pending.append(contentsOf: input.prefix(take))
+                guard let end = Self.find([13, 10], in: pending, from: searchFrom) else {
+                    guard pending.count <= Self.chunkLineLimit else { throw URLError(.badServerResponse) }
+                    try countBody(take)
+                    input = input.dropFirst(take)
+                    continue
+                }
+                let used = end + 2 - (pending.count - take)
+                try countBody(used)
+                input = input.dropFirst(used)
+                let size = try Self.chunkSize(pending[..<end])
+                pending = []
+                // Trailer fields are not read: the response ends with its last chunk, and the
+                // connection with it (RFC 9112 §7.1.2 lets a recipient discard them).
+                guard size > 0 else {
+                    state = .complete
+                    return
+                }
+                guard size <= bodyLimit - bodyBytes else { throw URLError(.dataLengthExceedsMaximum) }
+                state = .chunkData(remaining: size)
+            case .chunkData(let remaining):
+                let count = min(remaining, input.count)
+                try countBody(count)
+                try handle(.body(UnsafeRawBufferPointer(rebasing: input.prefix(count))))
+                input = input.dropFirst(count)
+                state = remaining == count ? .chunkEnd : .chunkData(remaining: remaining - count)
+            case .chunkEnd:
+                // RFC 9112 §7.1: chunk-data CRLF.
+                let take = min(input.count, 2 - pending.count)
+                pending.append(contentsOf: input.prefix(take))
+                try countBody(take)
+                input = input.dropFirst(take)
+                guard pending.count == 2 else { continue }
+                guard pending == [13, 10] else { throw URLError(.badServerResponse) }
+                pending = []
+                state = .chunkLine
+            }
+        }
+    }
+
+    /// The connection closed: the response ends here, if its framing lets it.
+    ///
+    /// - Throws: `URLError(.networkConnectionLost)` for a body shorter than its
+    ///   `Content-Length`, `.badServerResponse` for a head or chunked body cut short.
+    mutating func finish(_ handle: (Event) throws -> Void) throws {
+        switch state {
+        case .complete, .untilClose:
+            // RFC 9112 §6.3 (8): with neither length nor coding, the body is what came before
+            // the close.
+            state = .complete
+        case .sized:
+            // Shorter than it says: the connection closed early, and the response is
+            // incomplete (RFC 9112 §8), which a cache never stores or serves as whole
+            // (RFC 9111 §3.3).
+            throw URLError(.networkConnectionLost)
+        case .head, .chunkLine, .chunkData, .chunkEnd:
+            throw URLError(.badServerResponse)
+        }
+    }
+
+    /// Counts `bytes` more of the body as sent.
+    private mutating func countBody(_ bytes: Int) throws {
+        guard bytes <= bodyLimit - bodyBytes else { throw URLError(.dataLengthExceedsMaximum) }
+        bodyBytes += bytes
+    }
+
+    /// Reads the heads `pending` holds whole, up to the final one, and leaves in it what
+    /// follows them. Over ``IdentityConnection/headerSectionLimit`` for all heads together,
+    /// with or without their end, the response is refused (RFC 9110 §5.4, §15.2).
+    private mutating func readHeads(searchingFrom searchFrom: Int, _ handle: (Event) throws -> Void) throws {
+        var offset = 0
+        while case .head = state, let end = Self.find([13, 10, 13, 10], in: pending, from: max(offset, searchFrom)) {
+            headBytes += end + 4 - offset
+            guard headBytes <= IdentityConnection.headerSectionLimit else { throw URLError(.badServerResponse) }
+            try readHead(pending[offset..<end], handle)
+            offset = end + 4
+        }
+        pending.removeFirst(offset)
+        if case .head = state, headBytes + pending.count > IdentityConnection.headerSectionLimit {
+            throw URLError(.badServerResponse)
+        }
+    }
+
+    /// Reads a head (without its blank line), hands on a final one and sets how its body is
+    /// framed; a 1xx head leaves the state as it is, for the next head.
+    private mutating func readHead(_ head: ArraySlice<UInt8>, _ handle: (Event) throws -> Void) throws {
+        let lines = String(decoding: head, as: UTF8.self).components(separatedBy: "\r\n")
+        let statusParts = lines[0].split(separator: " ", maxSplits: 2)
+        guard statusParts.count >= 2, statusParts[0].hasPrefix("HTTP/"), statusParts[1].utf8.count == 3,
+            let status = Int(statusParts[1]), (100...599).contains(status)
+        else {
+            throw URLError(.badServerResponse)
+        }
+        let headers = try Self.fields(lines.dropFirst())
+        if (100..<200).contains(status) { return }
+        let length: Int?
+        switch headers.contentLength {
+        case .absent: length = nil
+        case .length(let value): length = value
+        case .invalid: throw URLError(.badServerResponse)
+        }
+        let transferCoding = headers["Transfer-Encoding"]
+        if let transferCoding {
+            // Only chunked can be undone here, and a length beside a transfer coding is a
+            // message smuggled or split (RFC 9112 §6.1, §6.3).
+            guard transferCoding.trimmingSpaces().lowercased() == "chunked", length == nil else {
+                throw URLError(.cannotDecodeRawData)
+            }
+        }
+        try handle(.head(status: status, headers: headers))
+        if method == "HEAD" || status == 204 || status == 304 {
+            state = .complete
+        } else if transferCoding != nil {
+            state = .chunkLine
+        } else if let length {
+            // A length past the limit is refused before any of the body is read.
+            guard length <= bodyLimit else { throw URLError(.dataLengthExceedsMaximum) }
+            state = length == 0 ? .complete : .sized(remaining: length)
+        } else {
+            state = .untilClose
+        }
+    }
+
+    /// The size a chunk-size line gives: 1*HEXDIG, and no more digits than a size this process
+    /// could hold; extensions are ignored (RFC 9112 §7.1.1).
+    private static func chunkSize(_ line: ArraySlice<UInt8>) throws -> Int {
+        let sizeText =
+            String(decoding: line, as: UTF8.self)
+            .split(separator: ";", omittingEmptySubsequences: false).first.map { $0.trimmingSpaces() } ?? ""
+        guard !sizeText.isEmpty, sizeText.utf8.count <= 15, sizeText.allSatisfy(\.isHexDigit),
+            let size = Int(sizeText, radix: 16)
+        else { throw URLError(.badServerResponse) }
+        return size
     }
 
     /// The fields of a header section's lines (RFC 9112 §5): `name: value`, the name a token; a
@@ -170,27 +465,6 @@ enum IdentityConnection {
             headers.append(field.name, field.value)
         }
         return headers
-    }
-
-    /// Undoes the chunked transfer coding (RFC 9112 §7.1); trailers are dropped.
-    private static func dechunk(_ bytes: [UInt8]) throws -> [UInt8] {
-        var body: [UInt8] = []
-        var position = 0
-        while true {
-            guard let lineEnd = find([13, 10], in: bytes, from: position) else { throw URLError(.badServerResponse) }
-            let sizeText =
-                String(decoding: bytes[position..<lineEnd], as: UTF8.self)
-                .split(separator: ";", omittingEmptySubsequences: false).first.map { $0.trimmingSpaces() } ?? ""
-            // 1*HEXDIG, and no more digits than a size this process could hold.
-            guard !sizeText.isEmpty, sizeText.utf8.count <= 15, sizeText.allSatisfy(\.isHexDigit),
-                let size = Int(sizeText, radix: 16)
-            else { throw URLError(.badServerResponse) }
-            position = lineEnd + 2
-            if size == 0 { return body }
-            guard size <= bytes.count - position else { throw URLError(.badServerResponse) }
-            body += bytes[position..<position + size]
-            position += size + 2
-        }
     }
 
     private static func find(_ needle: [UInt8], in bytes: [UInt8], from start: Int) -> Int? {
