@@ -87,6 +87,188 @@ struct BrokenOriginTests {
         #expect(sent.allSatisfy { ($0 ?? .max) < 64 << 20 }, "\(sent)")
     }
 
+    /// A response in a coding libcurl does not know: URLSession refuses it, and the plain
+    /// connection is sent the response that follows it.
+    static let undecodable = "HTTP/1.1 200 OK\r\nContent-Encoding: x-unknown\r\nContent-Length: 4\r\n\r\nJUNK"
+
+    /// A body without end, in a coding only the plain connection takes.
+    enum EndlessBody: CaseIterable, CustomTestStringConvertible {
+        case untilTheClose, inChunks, announced
+
+        var testDescription: String {
+            switch self {
+            case .untilTheClose: "with no length, read until the close (RFC 9112 §6.3)"
+            case .inChunks: "in chunks (RFC 9112 §7.1)"
+            case .announced: "with a Content-Length past the limit (RFC 9110 §8.6)"
+            }
+        }
+
+        var response: String {
+            let head =
+                "HTTP/1.1 200 OK\r\nETag: \"new\"\r\nCache-Control: max-age=600\r\nContent-Encoding: x-unknown\r\n"
+            switch self {
+            case .untilTheClose: return head + "\r\n" + RawOrigin.endlessBody
+            case .inChunks: return head + "Transfer-Encoding: chunked\r\n\r\n" + RawOrigin.endlessChunks
+            case .announced: return head + "Content-Length: \(1 << 40)\r\n\r\n" + RawOrigin.endlessBody
+            }
+        }
+    }
+
+    /// The plain connection read a body into memory for as long as the server sent it: it stops
+    /// at the cache's size limit (no longer body could be kept), or before reading any of one
+    /// announced longer. The fetch fails for the length, a stored response with
+    /// `stale-if-error` answers instead and stays, and the server sent little past the limit.
+    @Test(arguments: EndlessBody.allCases)
+    func aBodyPastTheSizeLimitIsNotRead(_ endless: EndlessBody) async throws {
+        let origin = try RawOrigin([Self.good, endless.response])
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Configuration(sizeLimit: 1 << 20))
+        #expect(try await cache.fetch(URLRequest(url: origin.url("/r"))).data == Data("GOOD".utf8))
+        let stale = try await cache.fetch(URLRequest(url: origin.url("/r")))
+        #expect(stale.data == Data("GOOD".utf8) && stale.source == .offline)
+        do {
+            let result = try await cache.fetch(URLRequest(url: origin.url("/new")))
+            Issue.record("a body without end was taken: \(result.data.count) bytes, \(result.source)")
+        } catch {
+            #expect(error.code == .network)
+            #expect((error.underlyingError as? URLError)?.code == .dataLengthExceedsMaximum)
+        }
+        let other = try SharedCache(directory: directory("cache"))
+        #expect(try await other.fetch(URLRequest(url: origin.url("/r"))).data == Data("GOOD".utf8))
+        // Each refused response went to libcurl, then to the plain connection; the socket
+        // buffers at both ends hold some of what was sent, megabytes at most.
+        let sent = (0..<7).map { _ in origin.bytesSent() }
+        #expect(sent.allSatisfy { ($0 ?? .max) < 64 << 20 }, "\(sent)")
+    }
+
+    /// Interim heads and the final one.
+    enum EndlessHeads: CaseIterable, CustomTestStringConvertible {
+        case anInterimHeadThenAFinalOneWithoutEnd, interimHeadsWithoutEnd
+
+        var testDescription: String {
+            switch self {
+            case .anInterimHeadThenAFinalOneWithoutEnd: "a 100 Continue, then a final head without end"
+            case .interimHeadsWithoutEnd: "100 Continue heads without end"
+            }
+        }
+
+        var response: String {
+            switch self {
+            case .anInterimHeadThenAFinalOneWithoutEnd:
+                "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Encoding: x-unknown\r\nX-Endless: "
+            case .interimHeadsWithoutEnd:
+                "HTTP/1.1 100 Continue\r\n\r\n" + RawOrigin.endlessInterimHeads
+            }
+        }
+    }
+
+    /// RFC 9110 §15.2, §5.4: a client reads any number of 1xx heads before the final one, and
+    /// the header section's limit is on all of them together: per head, a server sending 1xx
+    /// heads without end (or one more after the limit) was read for as long as it sent.
+    @Test(arguments: EndlessHeads.allCases)
+    func theHeaderSectionLimitCountsInterimHeads(_ heads: EndlessHeads) async throws {
+        let origin = try RawOrigin([Self.undecodable, heads.response])
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        do {
+            let result = try await cache.fetch(URLRequest(url: origin.url("/h")))
+            Issue.record("a head without end was taken: \(result.status)")
+        } catch {
+            #expect(error.code == .network)
+        }
+        let sent = [origin.bytesSent(), origin.bytesSent()]  // to libcurl, then to the plain connection
+        #expect(sent.allSatisfy { ($0 ?? .max) < 64 << 20 }, "\(sent)")
+    }
+
+    /// A head that trickles in, a byte every 50 ms: each wait for bytes is short, but the head
+    /// must come whole within the request's timeout, as a server answering at all sends it.
+    /// It was read for as long as it came (here 15 s, then taken).
+    @Test func aHeadThatTricklesInIsGivenUpAtTheRequestTimeout() async throws {
+        let origin = try RawOrigin([
+            Self.undecodable,
+            "HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nContent-Encoding: x-unknown\r\nX-Slow: "
+                + RawOrigin.trickle,
+        ])
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        var request = URLRequest(url: origin.url("/t"))
+        request.timeoutInterval = 2
+        do {
+            let result = try await cache.fetch(request)
+            Issue.record("a head that took longer than the request's timeout was taken: \(result.source)")
+        } catch {
+            #expect(error.code == .network)
+        }
+        #expect(try cache.statistics().entryCount == 0)
+    }
+
+    /// A body that trickles in is bounded in time by the session's resource timeout, as
+    /// URLSession bounds its own transfers (`timeoutIntervalForResource`); it was read for as
+    /// long as it came.
+    @Test func aBodyThatTricklesInEndsAtTheResourceTimeout() async throws {
+        let origin = try RawOrigin([
+            Self.undecodable,
+            "HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nContent-Encoding: x-unknown\r\n\r\n" + RawOrigin.trickle,
+        ])
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.timeoutIntervalForResource = 2
+        let transport = URLSessionTransport(session: URLSession(configuration: configuration))
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        do {
+            let result = try await cache.fetch(URLRequest(url: origin.url("/b")), transport: transport)
+            Issue.record("a body that took longer than the resource timeout was taken: \(result.data.count) bytes")
+        } catch {
+            #expect(error.code == .network)
+            #expect((error.underlyingError as? URLError)?.code == .timedOut)
+        }
+        #expect(try cache.statistics().entryCount == 0)
+    }
+
+    /// Cancelling the fetch's task stops the plain connection, as it stops URLSession's task:
+    /// it waited for the server until the request's timeout.
+    @Test func cancellingTheFetchStopsThePlainConnection() async throws {
+        let origin = try RawOrigin([
+            Self.undecodable, "HTTP/1.1 200 OK\r\nContent-Encoding: x-unknown\r\n\r\nsome" + RawOrigin.hold,
+        ])
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        var request = URLRequest(url: origin.url("/c"))
+        request.timeoutInterval = 120
+        let fetch = Task { try await cache.fetch(request) }
+        // libcurl's connection ends, then the plain connection has the whole response but its end.
+        #expect(await offThePool { origin.bytesSent() } != nil)
+        #expect(await offThePool { origin.held() })
+        let cancelled = ContinuousClock.now
+        fetch.cancel()
+        do {
+            let result = try await fetch.value
+            Issue.record("a cancelled fetch answered: \(result.source)")
+        } catch let error as SharedCacheError {
+            #expect(error.code == .cancelled)
+        }
+        #expect(ContinuousClock.now - cancelled < .seconds(60))
+    }
+
+    /// A response that ends by its framing (a length, a last chunk) is read to there: a server
+    /// that keeps the connection open after it, `Connection: close` notwithstanding, is not
+    /// waited for. It was read on to a close that never came, and failed at the timeout.
+    @Test(arguments: ["Content-Length: 6\r\n\r\nopaque", "Transfer-Encoding: chunked\r\n\r\n6\r\nopaque\r\n0\r\n\r\n"])
+    func aResponseEndsWithItsFramingOnAConnectionLeftOpen(_ framing: String) async throws {
+        let origin = try RawOrigin([
+            Self.undecodable,
+            "HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nContent-Encoding: x-unknown\r\n" + framing
+                + RawOrigin.hold,
+        ])
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"))
+        var request = URLRequest(url: origin.url("/o"))
+        request.timeoutInterval = 20
+        let result = try await cache.fetch(request)
+        #expect(result.data == Data("opaque".utf8) && result.headers["Content-Encoding"] == "x-unknown")
+    }
+
     /// An unknown content coding is what the plain connection is for: it is stored as received.
     @Test func anUnknownContentCodingIsStillTakenAsReceived() async throws {
         let origin = try RawOrigin([

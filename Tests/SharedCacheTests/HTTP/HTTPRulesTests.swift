@@ -493,6 +493,46 @@ struct HTTPRulesTests {
         #expect(folded.headers["Cache-Control"] == "max-age=600, no-store")
     }
 
+    @Test("RFC 9110 §5.4, §15.2, RFC 9112 §6.3, §7.1, §7.1.1: the plain connection bounds what it reads (a body as sent, a chunk-size line, all heads together), wherever the bytes are split")
+    func thePlainConnectionBoundsWhatItReads() throws {
+        /// The body `text` gives, its bytes handed over one at a time (every split a read can make).
+        func body(_ text: String, limit: Int = .max) throws -> Data {
+            var parser = ResponseParser(method: "GET", bodyLimit: limit)
+            var body = Data()
+            func handle(_ event: ResponseParser.Event) {
+                if case .body(let piece) = event { body.append(contentsOf: piece) }
+            }
+            try Array(text.utf8).withUnsafeBytes { bytes in
+                for index in bytes.indices {
+                    try parser.consume(UnsafeRawBufferPointer(rebasing: bytes[index...index]), handle)
+                }
+            }
+            if !parser.isComplete { try parser.finish(handle) }
+            return body
+        }
+        func failure(_ text: String, limit: Int = .max) -> URLError.Code? {
+            #expect(throws: URLError.self, "\(text.prefix(60))") { try body(text, limit: limit) }?.code
+        }
+        let ok = "HTTP/1.1 200 OK\r\n"
+        let chunked = ok + "Transfer-Encoding: chunked\r\n\r\n"
+        #expect(try body(chunked + "5;x=1\r\nhello\r\n1\r\n!\r\n0\r\n\r\n") == Data("hello!".utf8))
+        #expect(try body(ok + "Content-Length: 10\r\n\r\n0123456789", limit: 10) == Data("0123456789".utf8))
+        #expect(try body(ok + "\r\n0123456789", limit: 10) == Data("0123456789".utf8))
+        // Past the limit: announced, in a chunk (its size line counts, as sent), or until the close.
+        #expect(failure(ok + "Content-Length: 11\r\n\r\n", limit: 10) == .dataLengthExceedsMaximum)
+        #expect(failure(chunked + "8\r\n01234567\r\n0\r\n\r\n", limit: 10) == .dataLengthExceedsMaximum)
+        #expect(failure(ok + "\r\n01234567890", limit: 10) == .dataLengthExceedsMaximum)
+        // RFC 9112 §7.1.1: a chunk-size line (extensions included) over 4 KiB; §7.1: a chunk not ended by CRLF.
+        let longExtension = "1;" + String(repeating: "x", count: ResponseParser.chunkLineLimit) + "\r\na\r\n0\r\n\r\n"
+        #expect(failure(chunked + longExtension) == .badServerResponse)
+        #expect(failure(chunked + "4\r\nabcdXY0\r\n\r\n") == .badServerResponse)
+        // RFC 9110 §15.2: any number of 1xx heads, within one header section's limit for all.
+        let interim = "HTTP/1.1 100 Continue\r\n\r\n"
+        #expect(try body(String(repeating: interim, count: 3) + ok + "Content-Length: 2\r\n\r\nok") == Data("ok".utf8))
+        let many = String(repeating: interim, count: IdentityConnection.headerSectionLimit / interim.utf8.count + 1)
+        #expect(failure(many + ok + "Content-Length: 2\r\n\r\nok") == .badServerResponse)
+    }
+
     @Test("RFC 9112 §6.3, RFC 9110 §8.6: a Content-Length that is not one length makes a response incomplete, as a short body does")
     func aContentLengthThatIsNoLengthIsIncomplete() {
         func incompleteness(_ length: String, received: Int64) -> DownloadReceiver.Incomplete? {
