@@ -95,6 +95,42 @@ struct EvictionPlanTests {
         #expect(EvictionPlan(index: index, now: 1000, sizeLimit: 1050, entryLimit: 0).victims.isEmpty)
     }
 
+    /// Over a limit means past it: a directory exactly at its size or entry limit keeps every
+    /// entry (or one at its limit would be compacted after every put); one byte or one entry
+    /// past it, and the trim goes down to ninety percent.
+    @Test func atTheLimitsNothingGoes() {
+        // 100 entries × 100 bytes = 10,000 bytes.
+        #expect(EvictionPlan(index: Self.index(100), now: 1000, sizeLimit: 10_000, entryLimit: 0).victims.isEmpty)
+        #expect(EvictionPlan(index: Self.index(100), now: 1000, sizeLimit: 0, entryLimit: 100).victims.isEmpty)
+        // Down to 8,999 bytes (90 % of 9,999) and to 90 entries.
+        #expect(EvictionPlan(index: Self.index(100), now: 1000, sizeLimit: 9_999, entryLimit: 0).victims.count == 11)
+        #expect(EvictionPlan(index: Self.index(101), now: 1000, sizeLimit: 0, entryLimit: 100).victims.count == 11)
+    }
+
+    /// The expired go first, the soonest expired first (the order the pass journals and
+    /// reports them in), whatever order the index holds them in.
+    @Test func theExpiredGoInTheOrderTheyExpired() {
+        var index = Index()
+        for (number, expiry) in [700, 100, 900, 300, 500].enumerated() {
+            index.insert(
+                IndexEntry(
+                    location: BodyLocation(blobID: UInt64(number + 1)), bodySize: 100, storedAt: 0,
+                    expiresAt: Int64(expiry), lastAccess: 0),
+                for: KeyHash(key: "\(number)"))
+        }
+        let plan = EvictionPlan(index: index, now: 1000, sizeLimit: 0, entryLimit: 0)
+        #expect(plan.victims.map(\.entry.expiresAt) == [100, 300, 500, 700, 900])
+        #expect(plan.victims.allSatisfy { $0.reason == .expired })
+    }
+
+    /// Expired entries count towards the entry limit as they do towards the size limit: with
+    /// the 10 expired gone, 90 entries are under a limit of 95, and nothing else goes.
+    @Test func expiredEntriesCountTowardsTheEntryLimit() {
+        let plan = EvictionPlan(index: Self.index(100, expiredEvery: 10), now: 1000, sizeLimit: 0, entryLimit: 95)
+        #expect(plan.victims.count == 10)
+        #expect(plan.victims.allSatisfy { $0.reason == .expired })
+    }
+
     @Test func noLimitsMeansOnlyExpiry() {
         let plan = EvictionPlan(index: Self.index(1000), now: 1000, sizeLimit: 0, entryLimit: 0)
         #expect(plan.victims.isEmpty)
