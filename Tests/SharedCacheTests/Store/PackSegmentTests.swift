@@ -391,6 +391,60 @@ struct PackSegmentTests {
         #expect(try other.get(key: "again")?.data == Self.body(1))
     }
 
+    /// A put writes its record a moment before it journals it, so a finished segment is left
+    /// alone until nobody wrote it for the settle time (a minute): though no entry names it, it
+    /// is not retired while young, and is once it settled.
+    @Test func aFinishedSegmentIsLeftAloneUntilItSettles() throws {
+        let directory = try TemporaryDirectory()
+        do {
+            // A writer that is done: closing the cache finishes its segment.
+            let writer = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+            try writer.put(key: "k", data: Self.body(0))
+            #expect(try writer.remove(key: "k"))
+        }
+        let segments = try packSegments(in: directory("cache"))
+        #expect(segments.count == 1)
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        #expect(try cache.compact().packs.segmentsRetired == 0)
+        #expect(try packSegments(in: directory("cache")) == segments)
+        try Self.age(segments.map { directory("cache/packs/\($0)") })
+        #expect(try cache.compact().packs.segmentsRetired == 1)
+        #expect(try packSegments(in: directory("cache")).isEmpty)
+    }
+
+    /// A live record that fails its check when its mostly-dead segment is compacted is not
+    /// copied: its entry is journaled as removed (corrupt), so that none is left naming the
+    /// segment that goes (it would stay listed and counted, a miss for good, and fail `verify`).
+    @Test func aDamagedRecordInACompactedSegmentIsRemovedNotMoved() throws {
+        let directory = try TemporaryDirectory()
+        do {
+            let writer = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+            for index in 0..<10 { try writer.put(key: "k\(index)", data: Self.body(index)) }
+        }
+        let old = try packSegments(in: directory("cache"))
+        #expect(old.count == 1)
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        for index in 2..<10 { #expect(try cache.remove(key: "k\(index)")) }
+        // A body byte of k1's record flipped, before anyone read it.
+        let location = try #require(try cache.engine.currentEntry(KeyHash(key: "k1"))).location
+        let handle = try #require(FileHandle(forUpdatingAtPath: directory("cache/packs/\(old[0])")))
+        let at = location.position + UInt64(location.length) - 1
+        try handle.seek(toOffset: at)
+        let original = try #require(try handle.read(upToCount: 1)).first!
+        try handle.seek(toOffset: at)
+        try handle.write(contentsOf: [original ^ 0x40])
+        try handle.close()
+        try Self.age(old.map { directory("cache/packs/\($0)") })
+
+        let report = try cache.compact()
+        #expect(report.packs.segmentsRetired == 1)
+        #expect(try !packSegments(in: directory("cache")).contains(old[0]))
+        #expect(try cache.get(key: "k0")?.data == Self.body(0))
+        #expect(try !cache.contains(key: "k1"))
+        #expect(try cache.statistics().entryCount == 1)
+        #expect(try cache.verify().isClean)
+    }
+
     /// Backdates files past the compactor's settle time.
     static func age(_ paths: [String]) throws {
         for path in paths {
