@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheCLI
 import Testing
 
 @testable import SharedCache
@@ -194,6 +195,99 @@ struct CompactionTests {
             #expect(try Compactor.unlinkingNow(compactor) == 1)
             #expect(try blobFiles(in: directory("cache")).isEmpty)
         }
+    }
+
+    /// The plan is made from the index and its evictions journaled a moment later: an entry
+    /// another process replaced in between is not evicted (the version planned is gone, and the
+    /// new one is fresh), and the pass does not report it. The other process puts when the pass
+    /// first asks whether to stop, which it does once it has planned, before it journals.
+    @Test func anEntryReplacedWhileAPassIsUnderWayIsNotEvicted() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace.withBlobFiles)
+        for key in ["replaced", "expired"] {
+            try cache.put(key: key, data: Data(count: 100), metadata: EntryMetadata(expiry: .at(.distantPast)))
+        }
+        let compactor = try Compactor(cache: cache)
+        var replacement: Worker.Result?
+        let report = try compactor.pass(CompactionOptions()) {
+            if replacement == nil {
+                replacement = try? Worker.run(["put", directory("cache"), "replaced", "new version"])
+            }
+            return false
+        }
+        #expect(replacement?.status == 0)
+        #expect(report.evictions.map(\.hash) == [KeyHash(key: "expired")])
+        #expect(try cache.get(key: "replaced")?.data == Data("new version".utf8))
+        #expect(try cache.get(key: "expired") == nil)
+        #expect(try cache.verify().isClean)
+    }
+
+    /// A put renames its blob into place a moment before it journals it, so a blob no entry
+    /// names is only an orphan once it is old (ten minutes): the sweep leaves one written just
+    /// now, and takes it once it is old.
+    @Test func theOrphanSweepLeavesABlobWrittenJustNow() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.quickGrace.withBlobFiles)
+        try cache.put(key: "k", data: Data("body".utf8))
+        let blob = try #require(try blobFiles(in: directory("cache")).first)
+        // The same bytes under a blob ID nobody journaled: a put between its rename and its record.
+        let unjournaled = directory("cache/blobs/\(blob.prefix { $0 != "." }).0123456789abcdef")
+        try Data(contentsOf: URL(fileURLWithPath: directory("cache/blobs/\(blob)")))
+            .write(to: URL(fileURLWithPath: unjournaled))
+
+        #expect(try cache.compact().orphansRemoved == 0)
+        #expect(FileManager.default.fileExists(atPath: unjournaled))
+        try backdate(unjournaled)
+        #expect(try cache.compact().orphansRemoved == 1)
+        #expect(!FileManager.default.fileExists(atPath: unjournaled))
+        #expect(try cache.get(key: "k")?.data == Data("body".utf8))
+    }
+
+    /// An evicted blob is most often older than the orphan sweep's age (it went because nobody
+    /// read it for long): the sweep of the same pass leaves it to wait out its grace period
+    /// all the same, or a reader that looked the entry up just before the eviction would find
+    /// its blob gone.
+    @Test func anOldEvictedBlobStillWaitsOutItsGracePeriod() throws {
+        let directory = try TemporaryDirectory()
+        let clock = TestClock()
+        var configuration = Self.quickGrace.judgingTime(by: clock)
+        configuration.evictionGracePeriod = .seconds(10)
+        let cache = try SharedCache(directory: directory("cache"), configuration: configuration.withBlobFiles)
+        try cache.put(key: "victim", data: Data("old body".utf8), metadata: EntryMetadata(expiry: .at(.distantPast)))
+        let blob = directory("cache/blobs/\(try #require(try blobFiles(in: directory("cache")).first))")
+        try backdate(blob)
+
+        let compactor = try Compactor(cache: cache)
+        let report = try compactor.pass(CompactionOptions(sweepOrphans: true))
+        #expect(report.expiredCount == 1)
+        #expect(report.orphansRemoved == 0)
+        #expect(FileManager.default.fileExists(atPath: blob))
+        clock.advance(by: .seconds(10))
+        #expect(try compactor.unlinkPendingBlobs(waitingForGracePeriod: false) == 1)
+        #expect(!FileManager.default.fileExists(atPath: blob))
+    }
+
+    /// A pass passes over only a full disk when it checkpoints (its evictions are journaled,
+    /// and the next pass checkpoints): any other failure, here a hung process holding the
+    /// directory's lock, ends the pass with its error, so that `sharedcached` says so rather
+    /// than never checkpointing again in silence.
+    @Test func aPassThatCannotCheckpointThrowsWhy() async throws {
+        let directory = try TemporaryDirectory()
+        var configuration = Self.quickGrace.withBlobFiles
+        configuration.lockTimeout = .milliseconds(200)
+        let cache = try SharedCache(directory: directory("cache"), configuration: configuration)
+        try cache.put(key: "expired", data: Data(count: 100), metadata: EntryMetadata(expiry: .at(.distantPast)))
+        let holder = try Worker.start(["hold-lock", directory("cache/lock")], input: .pipe)
+        defer { holder.signal(SIGKILL) }
+        try #require(await holder.nextLine(within: .seconds(120)) == "holding")
+
+        let compactor = try Compactor(cache: cache)
+        let failure = #expect(throws: SharedCacheError.self) { try compactor.pass(CompactionOptions()) }
+        #expect(failure?.code == .lockTimeout)
+        #expect(try cache.get(key: "expired") == nil)  // journaled before the checkpoint
+        holder.closeInput()
+        #expect(await holder.wait() == .exited(0))
+        #expect(try compactor.pass(CompactionOptions()).checkpoint != nil)
     }
 
     /// The compactor's plan judges expiry by the configured clock.
