@@ -1,4 +1,5 @@
 import Foundation
+import SharedCacheFormat
 import Testing
 
 @testable import SharedCache
@@ -175,6 +176,22 @@ struct BadInputTests {
             atPath: directory("cache/blobs/\(intruderBlob)"), toPath: directory("cache/blobs/\(victimBlob)"))
         #expect(try cache.get(key: "victim") == nil)
         #expect(try cache.get(key: "intruder")?.data == Data("intruder body".utf8))
+    }
+
+    /// A blob whose header names the entry's hash but holds another key (made so: its
+    /// checksums are right) is not the entry's body: a miss, never another key's bytes.
+    @Test func aBlobHoldingAnotherKeyUnderTheEntrysHashIsRejected() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        try cache.put(key: "victim", data: Data("victim body".utf8))
+        let blob = directory("cache/blobs/\(try #require(try blobFiles(in: directory("cache")).first))")
+        let body = Array("other body!".utf8)  // as long as the victim's: only the key differs
+        let header = BlobHeader(
+            bodySize: UInt64(body.count), bodyChecksum: CRC32C.checksum(body), storedAt: 1, expiresAt: .max,
+            keyHash: KeyHash(key: "victim"), key: Array("other".utf8), etag: [], lastModified: [], attributes: [])
+        try Data(header.encoded() + body).write(to: URL(fileURLWithPath: blob))
+        #expect(try cache.get(key: "victim") == nil)
+        #expect(try cache.statistics().damagedBlobs == 1)
     }
 
     @Test(arguments: [0, 30, 90, -1])
