@@ -84,6 +84,22 @@ struct MemoryTierTests {
         #expect(tier.hit(hashes[5], at: BodyLocation(blobID: 1)) == nil)
     }
 
+    /// A copy is served while it is used within the idle expiry of its last use, each use
+    /// starting the period again, and dropped once it went unused for longer (Kingfisher's
+    /// `expiration`, counted from the last access). Times are given, in nanoseconds.
+    @Test func aCopyUnusedForLongerThanTheIdleExpiryIsDropped() throws {
+        let directory = try TemporaryDirectory()
+        let entry = try SharedCache(directory: directory("cache")).put(key: "k", data: Data("body".utf8))
+        var tier = MemoryTier(costLimit: 10_000, idleExpiry: .seconds(1))
+        let hash = KeyHash(key: "k")
+        let location = BodyLocation(blobID: 1)
+        tier.insert(CacheHit(data: Data("body".utf8), entry: entry), for: hash, at: location, now: 0)
+        #expect(tier.hit(hash, at: location, now: 900_000_000)?.data == Data("body".utf8))
+        #expect(tier.hit(hash, at: location, now: 1_800_000_000) != nil, "used 0.9 s after its last use")
+        #expect(tier.hit(hash, at: location, now: 2_900_000_000) == nil, "unused for 1.1 s")
+        #expect(tier.isEmpty)
+    }
+
     /// Random inserts, hits (some of another version) and drops, against a list kept in order
     /// of use: the tier holds exactly what an exact LRU under both limits would.
     @Test(arguments: [0, 7])
