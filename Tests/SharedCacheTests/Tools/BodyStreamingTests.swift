@@ -174,6 +174,25 @@ struct BodyStreamingTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory("piped.bin"))) == expected, "\(TestSeed.replay)")
     }
 
+    /// A file that starts with a hole longer than the pack threshold: its zeros overflow the
+    /// buffer that decides packing, and the blob must still get every zero past the buffer's
+    /// (mutation: they were dropped, and the body stored short, with nothing noticing). (A
+    /// hole after data is read as bytes up to there: `pread` reads through holes.)
+    @Test func aHoleAcrossThePackThresholdKeepsEveryZero() async throws {
+        let source = directory("hole.bin")
+        #expect(FileManager.default.createFile(atPath: source, contents: Data()))
+        let handle = try #require(FileHandle(forWritingAtPath: source))
+        try handle.seek(toOffset: 1 << 20)  // a 1 MiB hole, across the 128 KiB threshold
+        try handle.write(contentsOf: Data("TAIL".utf8))
+        try handle.close()
+        let expected = try Data(contentsOf: URL(fileURLWithPath: source))
+
+        #expect(try await run("put", "hole", source).status == 0)
+        #expect(try await run("verify").status == 0)
+        #expect(try await run("get", "hole", "-o", directory("copy.bin")).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory("copy.bin"))) == expected)
+    }
+
     /// Standard input to the cache and the cache to standard output, in bounded memory.
     @Test func standardInputAndOutputStreamInBoundedMemory() async throws {
         var seeds = TestSeed.generator("standardInputAndOutputStreamInBoundedMemory")
