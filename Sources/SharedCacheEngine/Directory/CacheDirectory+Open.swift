@@ -371,9 +371,12 @@ extension CacheDirectory {
         for name in [Self.journalDirectory, Self.packsDirectory, Self.temporaryDirectory] { try makeDirectory(name) }
         try BlobFileStore.makeFolders(in: self)
         // The limits a creation that died wrote stay, unless a power loss left them unreadable.
+        // Flushed whatever `durable` says (once per directory): a power loss that kept the
+        // rename and tore the bytes would leave a `config` no creation wrote, and the directory
+        // refused as another program's (`refuseIfForeign`).
         let written = try readFile(ConfigurationFile.fileName)
         if written.flatMap({ try? ConfigurationFile.decode($0, defaults: configuration) }) == nil {
-            try replaceFile(ConfigurationFile.fileName, with: configuration.encoded(), durable: durable)
+            try replaceFile(ConfigurationFile.fileName, with: configuration.encoded(), durable: true)
         }
         if try status(of: JournalSegment.name(1)) == nil {
             try JournalSegment.create(1, firstSequence: 1, in: self, durable: durable)
