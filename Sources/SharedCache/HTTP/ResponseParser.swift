@@ -99,7 +99,9 @@ struct ResponseParser {
                 let take = min(input.count, Self.chunkLineLimit + 2 - pending.count)
                 pending.append(contentsOf: input.prefix(take))
                 guard let end = Self.find([13, 10], in: pending, from: searchFrom) else {
-                    guard pending.count <= Self.chunkLineLimit else { throw URLError(.badServerResponse) }
+                    // A line of the limit's length and its CR may be all a read brought: only
+                    // the limit and its CRLF's length without a CRLF is too long.
+                    guard pending.count < Self.chunkLineLimit + 2 else { throw URLError(.badServerResponse) }
                     try countBody(take)
                     input = input.dropFirst(take)
                     continue

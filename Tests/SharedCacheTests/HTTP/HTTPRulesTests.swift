@@ -533,6 +533,31 @@ struct HTTPRulesTests {
         #expect(failure(many + ok + "Content-Length: 2\r\n\r\nok") == .badServerResponse)
     }
 
+    /// A chunk-size line of exactly ``ResponseParser/chunkLineLimit`` bytes is read whole or
+    /// split anywhere, its CRLF between two reads too: it was refused when a read ended
+    /// between its CR and its LF (the line and its CR, one byte past the limit, counted as a
+    /// line too long), and taken when both came in one read.
+    @Test("RFC 9112 §7.1.1: a chunk-size line at the limit is read wherever the bytes are split")
+    func aChunkLineAtTheLimitIsReadWhereverItIsSplit() throws {
+        let line = "1;" + String(repeating: "x", count: ResponseParser.chunkLineLimit - 2)
+        let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        let bytes = Array((head + line + "\r\na\r\n0\r\n\r\n").utf8)
+        let afterCarriageReturn = head.utf8.count + line.utf8.count + 1
+        for cuts in [[], [afterCarriageReturn], Array(1..<bytes.count)] {
+            var parser = ResponseParser(method: "GET", bodyLimit: .max)
+            var body = Data()
+            func handle(_ event: ResponseParser.Event) {
+                if case .body(let piece) = event { body.append(contentsOf: piece) }
+            }
+            var start = 0
+            for end in cuts + [bytes.count] {
+                try bytes.withUnsafeBytes { try parser.consume(UnsafeRawBufferPointer(rebasing: $0[start..<end]), handle) }
+                start = end
+            }
+            #expect(parser.isComplete && body == Data("a".utf8), "cut at \(cuts.prefix(1)) of \(cuts.count)")
+        }
+    }
+
     @Test("RFC 9112 §6.3, RFC 9110 §8.6: a Content-Length that is not one length makes a response incomplete, as a short body does")
     func aContentLengthThatIsNoLengthIsIncomplete() {
         func incompleteness(_ length: String, received: Int64) -> DownloadReceiver.Incomplete? {
