@@ -139,13 +139,20 @@ package struct DirectoryIdentity: Equatable {
 
     /// When the directory and its folders last changed: a file added to or removed from one
     /// changes its modification time (and a folder's removal, the directory's link count).
+    /// `blobs/` is looked into: a blob's removal changes its fan-out folder alone, and
+    /// emptying one of those can take longer than the stillness asked for.
     private struct Contents: Equatable {
         var changes: [FileStatus?]
 
         init(_ path: String) {
-            changes = ["", "/journal", "/packs", "/blobs", "/tmp"].map {
+            let blobFolders = ((try? Self.entries(of: path + "/blobs")) ?? []).sorted().map { "/blobs/" + $0 }
+            changes = (["", "/journal", "/packs", "/blobs", "/tmp", "/fetching"] + blobFolders).map {
                 try? System.status(atPath: path + $0, followingSymlinks: false)
             }
+        }
+
+        private static func entries(of folder: String) throws(SystemError) -> [String] {
+            try FileDescriptor(path: folder, flags: O_RDONLY | O_DIRECTORY).entries(of: ".")
         }
     }
 }

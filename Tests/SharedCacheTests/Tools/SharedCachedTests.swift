@@ -160,6 +160,29 @@ struct SharedCachedTests {
         }
     }
 
+    /// A deletion under way inside one of `blobs/`'s folders (a large one, or a slow disk: a
+    /// file every 50 ms here, for 2 s) is not stillness: each unlink changes that folder
+    /// alone, and the directory was judged still, so damage, after a second of it.
+    @Test func aDeletionInsideABlobFolderIsNotStillness() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory("cache")
+        for folder in ["journal", "packs", "tmp", "blobs/ab"] {
+            try FileManager.default.createDirectory(atPath: "\(path)/\(folder)", withIntermediateDirectories: true)
+        }
+        let files = (0..<40).map { "\(path)/blobs/ab/blob\($0)" }
+        for file in files { #expect(FileManager.default.createFile(atPath: file, contents: Data("b".utf8))) }
+        let identity = try #require(DirectoryIdentity.current(path))
+        let deletion = Thread {
+            for file in files {
+                try? FileManager.default.removeItem(atPath: file)
+                usleep(50_000)
+            }
+            try? FileManager.default.removeItem(atPath: path)
+        }
+        deletion.start()
+        #expect(DirectoryIdentity.hasChanged(path, from: identity, onceStillFor: .seconds(1)))
+    }
+
     /// SIGHUP re-reads the shared limits and acts on them at once. A config with a typo, re-read
     /// first, stopped the daemon with exit 65 (and under a service manager, every restart the
     /// same way): it keeps its limits, says why, and takes the fixed file on the next SIGHUP.
