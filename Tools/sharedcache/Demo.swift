@@ -1,3 +1,4 @@
+import SharedCache
 import SharedCacheCLI
 
 // `sharedcache demo`: several client processes and the compactor on one temporary directory,
@@ -57,6 +58,16 @@ func itemKey(client: Int, item: Int) -> String { "client-\(client)/photo-\(item)
 let endKey = "demo/end"
 
 enum DemoError: Error, CustomStringConvertible {
-    case childFailed
-    var description: String { "a demo process failed to start or report; run `sharedcache demo --keep` to look" }
+    /// A client or the compactor ended before it reported; `kept`: the directory, with --keep.
+    case childFailed(kept: String?)
+
+    var description: String {
+        switch self {
+        case .childFailed(kept: nil):
+            "a demo process failed to start or report; run `sharedcache demo --keep` to keep its directory and look"
+        case .childFailed(kept: let directory?):
+            "a demo process failed to start or report; its directory is kept, to look at what each process "
+                + "stored and removed: `sharedcache --dir \(SharedCacheError.shellWord(directory)) journal`"
+        }
+    }
 }

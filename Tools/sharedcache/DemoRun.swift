@@ -34,34 +34,57 @@ struct DemoRun {
         let children = try (1...clients).map { id in
             try ChildProcess(me, arguments: ["demo-client", directory, "\(id)", "\(seconds)"], input: .pipe)
         }
+        // On a failure the others would go on working, in a directory about to be removed, or
+        // kept to be looked at: stop them first. (Run before the directory's removal above.)
+        defer {
+            for process in [compactor] + children where process.isRunning {
+                process.signal(SIGTERM)
+                _ = process.wait()
+            }
+        }
+        let failed = DemoError.childFailed(kept: invocation.arguments.has("--keep") ? directory : nil)
         var names = [compactor.processID: "the compactor", getpid(): "the demo"]
         for (index, child) in children.enumerated() { names[child.processID] = "client \(index + 1)" }
         let printer = LinePrinter(show: show, processNames: names)
         compactor.errors?.forEachLine { line in printer.compactor(line) }
-        for child in children { guard child.nextLine() == "ready" else { throw DemoError.childFailed } }
+        for child in children { guard child.nextLine() == "ready" else { throw failed } }
         let summaries = Locked([Int: ClientSummary]())
-        // Every client says it is done, then (once it heard the end marker) reports.
+        // Every client says it is done, then (once it heard the end marker) reports. One whose
+        // output ends before it said so failed (a put threw, or it was killed): the demo stops
+        // there, where it waited for it for ever.
         let done = DispatchGroup()
         let reported = DispatchGroup()
+        let endedEarly = Locked(false)
         for (index, child) in children.enumerated() {
             done.enter()
             reported.enter()
-            child.output?.forEachLine { line in
-                if line == "done" {
-                    done.leave()
-                } else if line.hasPrefix("summary\t"),
-                    let summary = try? JSONDecoder().decode(
-                        ClientSummary.self, from: Data(line.dropFirst(8).utf8))
-                {
-                    summaries.withLock { $0[summary.client] = summary }
-                    reported.leave()
-                } else {
-                    printer.client(index + 1, line)
+            Thread.detachNewThread {
+                var (saidDone, didReport) = (false, false)
+                while let line = child.nextLine() {
+                    if line == "done" {
+                        saidDone = true
+                        done.leave()
+                    } else if line.hasPrefix("summary\t"),
+                        let summary = try? JSONDecoder().decode(
+                            ClientSummary.self, from: Data(line.dropFirst(8).utf8))
+                    {
+                        summaries.withLock { $0[summary.client] = summary }
+                        didReport = true
+                        reported.leave()
+                    } else {
+                        printer.client(index + 1, line)
+                    }
                 }
+                if !saidDone {
+                    endedEarly.withLock { $0 = true }
+                    done.leave()
+                }
+                if !didReport { reported.leave() }
             }
         }
         for child in children { child.send("go") }
         done.wait()
+        if endedEarly.withLock({ $0 }) { throw failed }
         // The journal wakes the compactor for what the clients left over the limit. Once the
         // directory is within it, the compactor stops, so every eviction is journaled before
         // the end marker the listeners stop at. (The bound is for a compactor that never trims.)
@@ -79,7 +102,8 @@ struct DemoRun {
         _ = reported.wait(timeout: .now() + 60)
 
         let statistics = try cache.statistics()
-        return try summarize(summaries.withLock { $0 }, statistics: statistics, printer: printer, directory: directory)
+        return try summarize(
+            summaries.withLock { $0 }, statistics: statistics, printer: printer, directory: directory, failed: failed)
     }
 
     static let sizeLimit: UInt64 = 250_000

@@ -5,11 +5,12 @@ import SharedCacheCLI
 
 extension DemoRun {
     func summarize(
-        _ summaries: [Int: ClientSummary], statistics: Statistics, printer: LinePrinter, directory: String
+        _ summaries: [Int: ClientSummary], statistics: Statistics, printer: LinePrinter, directory: String,
+        failed: DemoError
     ) throws -> ExitStatus {
         let terminal = invocation.terminal
         let clientList = (1...clients).compactMap { summaries[$0] }
-        guard clientList.count == clients, let activity = statistics.directory else { throw DemoError.childFailed }
+        guard clientList.count == clients, let activity = statistics.directory else { throw failed }
         let total = { (field: KeyPath<ClientSummary, Int>) in UInt64(clientList.reduce(0) { $0 + $1[keyPath: field] }) }
         let journaledRemovals = activity.removals.values.reduce(0, +) - 1  // not the end marker
         let evicted = (activity.removals[.size] ?? 0) + (activity.removals[.expired] ?? 0)

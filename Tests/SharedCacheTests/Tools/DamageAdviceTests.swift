@@ -463,6 +463,55 @@ struct DamageAdviceTests: AdminToolSuite {
         try await expectUsable()
     }
 
+    /// A demo client that fails (a put the disk refuses): the demo stops, says so and to run it
+    /// again with `--keep`. Run so, it fails the same way, keeps the directory and names the
+    /// command that shows it, which shows every entry the clients stored, and the directory is a
+    /// cache that works. (The demo waited for the failed client for ever, and the advice, run,
+    /// kept a directory it did not name.)
+    @Test(.hangLimit) func aDemoProcessThatFails() async throws {
+        // The demo makes its directory in TMPDIR: here, so that what it keeps is found.
+        let temporary = directory("tmp")
+        try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: false)
+        // Each process's fourth pwrite(2) fails: a client's, appending a body to its pack after
+        // a few puts; the demo itself and its compactor make none while the clients work.
+        let environment = ["TMPDIR": temporary, "SHAREDCACHE_FAILPOINT": "pwrite:4:EIO"]
+        let failed = try await Tool.admin.run(["demo", "--clients", "2", "--seconds", "1"], environment: environment)
+        #expect(failed.status == 70)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty, "removed without --keep")
+        // Its own line is the last: the clients' errors come before it, on the same stderr.
+        let again = try Advice(lastLine(of: failed.errors)).command()
+        try #require(again.first == "sharedcache", "not a sharedcache command: \(again)")
+        let kept = try await Tool.admin.run(Array(again.dropFirst()), environment: environment)
+        #expect(kept.status == 70)
+        let look = Advice(lastLine(of: kept.errors))
+        let demoDirectory = try look.path()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).map { "\(temporary)/\($0)" } == [demoDirectory])
+        let command = try look.command()
+        try #require(command.first == "sharedcache", "not a sharedcache command: \(command)")
+        let shown = try await Tool.admin.run(Array(command.dropFirst()))
+        #expect(shown.status == 0, "\(shown.errors)")
+        // Every entry stored is there, whole, and the journal the command showed names it.
+        let listed = try await Tool.admin.run(["--dir", demoDirectory, "ls", "--json"])
+        let keys = try listed.output.split(separator: "\n").map {
+            try #require((try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["key"] as? String)
+        }
+        #expect(!keys.isEmpty)
+        for key in keys {
+            #expect(shown.output.contains(key), "\(key) is not in what the command showed")
+            let body = try await Tool.admin.run(["--dir", demoDirectory, "get", key])
+            let client = try #require(key.split(separator: "/").first?.split(separator: "-").last.flatMap { UInt8($0) })
+            #expect(body.status == 0 && !body.output.isEmpty && body.output.utf8.allSatisfy { $0 == client }, "\(key)")
+        }
+        #expect(try await Tool.admin.run(["--dir", demoDirectory, "put", "new"], input: Data("n".utf8)).status == 0)
+        #expect(try await Tool.admin.run(["--dir", demoDirectory, "get", "new"]).output == "n")
+        #expect(try await Tool.admin.run(["--dir", demoDirectory, "verify"]).status == 0)
+    }
+
+    /// The last line of a tool's standard error.
+    func lastLine(of errors: String) -> String {
+        String(errors.split(separator: "\n").last ?? "")
+    }
+
     /// Runs the `sharedcache` command an error message advised, with `arguments` after it, on
     /// ``cache`` (the user's cache, as `SHAREDCACHE_DIR` names it).
     func runAdvised(_ command: [String], _ arguments: String...) async throws -> Worker.Result {
