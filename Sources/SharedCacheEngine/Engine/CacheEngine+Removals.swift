@@ -47,12 +47,19 @@ extension CacheEngine {
             state.notifiedSequence = state.live.cursor.lastSequence
             state.live.collectsRemovals = state.subscribers.values.contains { $0.wantsRemovals }
             if state.watcher == nil {
-                // Without a watcher, subscribers still hear everything the next time any call
-                // of this process reads the journal; only the prompt wake-up is lost.
-                state.watcher = try? JournalWatcher(
-                    directory: directory, watching: configuration.journalWatching,
-                    segment: JournalSegment.name(state.live.cursor.segment.generation)
-                ) { [weak self] in self?.refreshForWatcher() }
+                // Without file events (the user's inotify instances used up: EMFILE), it polls
+                // at the re-check interval: with no watcher, a subscriber that makes no call of
+                // its own would hear nothing. Without even that (no pipe for its stop signal),
+                // subscribers still hear everything at this process's next call.
+                let segment = JournalSegment.name(state.live.cursor.segment.generation)
+                let watcher = { (watching: JournalWatching) in
+                    try JournalWatcher(directory: self.directory, watching: watching, segment: segment) {
+                        [weak self] in self?.refreshForWatcher()
+                    }
+                }
+                state.watcher =
+                    (try? watcher(configuration.journalWatching))
+                    ?? (try? watcher(.polling(every: configuration.journalWatching.interval)))
             }
             return id
         }

@@ -1,7 +1,14 @@
 import Foundation
+import SharedCacheCLI
 import Testing
 
 @testable import SharedCache
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The fast path and its fallback, each tested on its own: a subscriber hears another
 /// process's removal within a bound its re-check interval cannot meet, so the test fails when
@@ -18,6 +25,27 @@ struct JournalWatchingTests {
     /// Polling every 100 ms (what network filesystems get) hears it too.
     @Test func pollingDeliversAnotherProcesssRemoval() throws {
         try expectRemovalsHeard(watching: .polling(every: .milliseconds(100)), within: .seconds(60))
+    }
+
+    /// No file events to be had (the user's inotify instances used up: `inotify_init1` fails with
+    /// EMFILE, by a failpoint in the subscriber's process): the subscriber polls at its re-check
+    /// interval, and hears another process's removal while it makes no call of its own. (It had
+    /// no watcher at all, and heard nothing until its next call: the demo's clients, waiting for
+    /// the end marker, waited for ever.)
+    @Test func fileEventsUnavailableFallBackToPolling() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory("cache")
+        let owner = try SharedCache(directory: path)
+        let subscriber = try Worker.start(
+            ["subscribe", path, "events", "100"], environment: ["SHAREDCACHE_FAILPOINT": "inotify_init1:1:EMFILE"])
+        defer { if subscriber.isRunning { subscriber.signal(SIGKILL) } }
+        #expect(await subscriber.nextLine(within: .seconds(60)) == "ready")
+        try owner.put(key: "__end__", data: Data("end".utf8))
+        #expect(try owner.remove(key: "__end__"))
+        let lines = try #require(await subscriber.output?.rest(within: .seconds(60)), "the removal was not heard")
+        #expect(await subscriber.wait() == .exited(0))
+        // "SEQUENCE HASH REASON", one line a removal.
+        #expect(lines.contains { $0.split(separator: " ").dropFirst() == ["\(KeyHash(key: "__end__").hex)", "manual"] })
     }
 
     /// Three removals, each by a worker process that puts and removes a key and exits; each must
