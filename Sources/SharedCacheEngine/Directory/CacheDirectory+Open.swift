@@ -199,16 +199,25 @@ extension CacheDirectory {
         // Locks, counters and the reserve hold nothing to keep: a copy of whatever the link
         // points to (any file at all) would only be in the way.
         let isMadeAnew = [Self.lockFile, Self.daemonFile, Self.statsFile, Self.reserveFile].contains(link)
+        let linkPath = "\(path)/\(link)", removal = "`rm \(SharedCacheError.shellWord("\(path)/\(link)"))`"
+        // A link to nothing leaves nothing to put in its place (what it held is gone): removed,
+        // the folder is made anew, and the limits of a config go back to the defaults.
+        let pointsToNothing = System.linkTarget(atPath: linkPath)
+            .flatMap { try? System.status(atPath: $0, followingSymlinks: true) } == nil
         throw SharedCacheError(
             .unsafePath,
-            "\(path)/\(link) is a symbolic link, and SharedCache never follows links inside its directory; "
+            "\(linkPath) is a symbolic link, and SharedCache never follows links inside its directory; "
                 + (isFolder
-                    ? "replace the link with the folder it points to"
+                    ? pointsToNothing
+                        ? "the folder it points to is gone, so remove it (SharedCache makes it anew): \(removal)"
+                        : "replace the link with the folder it points to"
                     : isMadeAnew
-                        ? "remove it (SharedCache makes the file anew): `rm \(SharedCacheError.shellWord("\(path)/\(link)"))`"
-                        : SharedCacheError.replacingLink(at: "\(path)/\(link)"))
-                + ", then open the cache again",
-            path: "\(path)/\(link)")
+                        ? "remove it (SharedCache makes the file anew): \(removal)"
+                        : SharedCacheError.replacingLink(at: linkPath))
+                + ", then open the cache again"
+                + (link == ConfigurationFile.fileName && pointsToNothing
+                    ? " (the default limits then apply; set them again with `sharedcache config`)" : ""),
+            path: linkPath)
     }
 
     /// Makes again the layout's folders that are gone: a stray file stood in the place of one,

@@ -175,6 +175,40 @@ struct DamageAdviceTests: AdminToolSuite {
         try await expectUsable()
     }
 
+    /// A symbolic link to nothing where a file or folder of the cache belongs: nothing is left to
+    /// put in its place, and the error names the command that removes it, and for `config` the
+    /// one that sets the limits again. Run, the cache opens and what the link did not take is
+    /// there. (For a folder it said to replace the link with the folder it points to, which is
+    /// gone; for `config`, that the limits set before went back to the defaults, not a word.)
+    @Test(arguments: ["config", "manifest", "newest segment", "journal", "blobs/00"])
+    func aSymbolicLinkToNothingWhereACacheFileBelongs(name: String) async throws {
+        _ = try SharedCache(directory: cache, configuration: .blobFiles)  // bodies in blobs/, k3's too
+        try await populate()
+        #expect(try await run("config", "size-limit", "7M").status == 0)
+        let file = name == "newest segment" ? try newestSegment() : "\(cache)/\(name)"
+        try FileManager.default.removeItem(atPath: file)
+        try FileManager.default.createSymbolicLink(atPath: file, withDestinationPath: directory("gone"))
+        let result = try await run("compact")
+        #expect(result.status == 69)
+        #expect(isOneHumanLine(result.errors), "\(result.errors)")
+        let advice = Advice(result.errors)
+        #expect(try advice.path() == file)
+        let commands = advice.allEnclosed(by: "`")
+        #expect(try await shell(try #require(commands.first)).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: file), "still there")
+        if name == "config" {
+            #expect(try await runAdvised(try #require(commands.dropFirst().first).split(separator: " ").map(String.init),
+                "size-limit", "7M").status == 0)
+        }
+        #expect(try await run("compact").status == 0)
+        #expect(try await run("config", "size-limit").output == "7000000\n")
+        #expect(try await run("get", "k2").output == "v2")
+        if !["newest segment", "journal"].contains(name) {  // k3 was journaled there: the link took it
+            #expect(try await run("get", "k3").output == "v3")
+        }
+        try await expectUsable()
+    }
+
     /// A path in a command a message gives is one word to sh(1), whatever it holds.
     @Test(arguments: ["/plain/cache-1.2", "/with space/it's here", "/tab\there/$HOME/`x`", "/a;b|c&d"])
     func aPathInACommandIsOneWordToTheShell(path: String) async throws {
@@ -546,6 +580,12 @@ struct Advice {
     /// The text the message puts in single quotes (a line to write into a file).
     func quoted(sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
         try enclosed(by: "'", sourceLocation: sourceLocation)
+    }
+
+    /// Every text the message puts between two `mark`s, in order.
+    func allEnclosed(by mark: Character) -> [String] {
+        let parts = message.split(separator: mark, omittingEmptySubsequences: false)
+        return stride(from: 1, to: parts.count - 1, by: 2).map { String(parts[$0]) }
     }
 
     /// The text the message puts between two `mark`s: the first such.
