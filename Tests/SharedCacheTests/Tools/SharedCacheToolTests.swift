@@ -122,6 +122,39 @@ struct SharedCacheToolTests: AdminToolSuite {
         #expect(try await Tool.admin.run(["--dir", directory("file"), "stat"]).status == 69)
     }
 
+    /// A usage error names, in quotes, the help to read: run as it is given, it is the usage of
+    /// the command that was misused (the overview, where no command was known), and exits 0.
+    @Test(arguments: [
+        ["get", "--no-such-option"], ["put"], ["rm"], ["clear", "extra"], ["ls", "--no-such-option"],
+        ["show"], ["stat", "extra"], ["journal", "extra"], ["verify", "extra"], ["compact", "extra"],
+        ["config", "no-such-limit", "1"], ["demo", "--clients", "9"], ["fetch"], ["init", "--no-such-option"],
+        ["no-such-command"], ["--dir"],
+    ])
+    func aUsageErrorNamesTheHelpToRead(arguments: [String]) async throws {
+        let refused = try await Tool.admin.run(arguments, environment: ["SHAREDCACHE_DIR": cache])
+        #expect(refused.status == 64)
+        #expect(isOneHumanLine(refused.errors), "\(refused.errors)")
+        let help = try Advice(refused.errors).quoted().split(separator: " ").map(String.init)
+        try #require(help.first == "sharedcache", "not a sharedcache command: \(help)")
+        let shown = try await Tool.admin.run(Array(help.dropFirst()))
+        #expect(shown.status == 0)
+        let known = ["get", "put", "rm", "clear", "ls", "show", "stat", "journal", "verify", "compact", "config",
+            "demo", "fetch", "init"].contains(arguments[0])
+        #expect(shown.output == (try await Tool.admin.run(known ? [arguments[0], "--help"] : ["help"])).output)
+    }
+
+    /// The compactor's usage errors name its help the same way.
+    @Test(arguments: [["--no-such-option"], ["extra"], ["--interval", "soon"]])
+    func aUsageErrorOfTheCompactorNamesTheHelpToRead(arguments: [String]) async throws {
+        let refused = try await Tool.daemon.run(["--dir", cache] + arguments)
+        #expect(refused.status == 64)
+        #expect(isOneHumanLine(refused.errors), "\(refused.errors)")
+        let help = try Advice(refused.errors).quoted().split(separator: " ").map(String.init)
+        try #require(help.first == "sharedcached", "not a sharedcached command: \(help)")
+        let shown = try await Tool.daemon.run(Array(help.dropFirst()))
+        #expect(shown.status == 0 && !shown.output.isEmpty)
+    }
+
     @Test func helpAndVersion() async throws {
         #expect(try await run("--version").output.hasPrefix("sharedcache "))
         let overview = try await run("help")
