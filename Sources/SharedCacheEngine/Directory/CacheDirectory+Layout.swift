@@ -36,7 +36,26 @@ extension CacheDirectory {
     package func perform<Result>(_ activity: @autoclosure () -> String, _ body: () throws -> Result)
         throws(SharedCacheError) -> Result
     {
-        try Self.perform(path: path, activity(), body)
+        do throws(SharedCacheError) {
+            return try Self.perform(path: path, activity(), body)
+        } catch {
+            // A file that vanished because the whole directory did: trying again cannot help.
+            if error.code == .notFound, isRemovedOrReplaced { throw .removedOrReplaced(path) }
+            throw error
+        }
+    }
+
+    /// Whether `path` names another directory now than the one this value has open, or none:
+    /// it was removed (as "remove the directory to start over" says) or replaced under this
+    /// process, whose descriptors lead to the old one for good. `false` when that cannot be told.
+    package var isRemovedOrReplaced: Bool {
+        guard let open = try? descriptor.status() else { return false }
+        do {
+            let named = try System.status(atPath: path, followingSymlinks: true)
+            return (named.device, named.inode) != (open.device, open.inode)
+        } catch {
+            return [ENOENT, ENOTDIR].contains(error.errno)
+        }
     }
 
     /// ``perform(_:_:)`` before there is a directory value, for the cache rooted at `path`.
@@ -52,6 +71,15 @@ extension CacheDirectory {
 }
 
 extension SharedCacheError {
+    /// The directory at `path` was removed or replaced while this process had it open.
+    package static func removedOrReplaced(_ path: String) -> SharedCacheError {
+        SharedCacheError(
+            .notFound,
+            "\(path) was removed or replaced while this process had it open; open the cache again to use what "
+                + "is there now",
+            path: path)
+    }
+
     /// Any error of the layers below, explained as the cache's own.
     package init(_ error: any Error, root: String, while activity: String) {
         switch error {

@@ -393,6 +393,8 @@ package final class LiveIndex {
         // the newest manifest again. (Not under the directory lock: this runs under the
         // process's state mutex, which a checkpoint holding that lock waits for.)
         for _ in 0..<16 where try reload() { return }
+        // Nothing to repair where the directory itself was removed or replaced.
+        if directory.isRemovedOrReplaced { throw SharedCacheError.removedOrReplaced(directory.path) }
         throw SharedCacheError(
             .corruptData,
             "lost the journal position of \(directory.path) and could not find a manifest and segment that agree; "

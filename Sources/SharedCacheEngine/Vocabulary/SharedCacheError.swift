@@ -42,7 +42,8 @@ public struct SharedCacheError: Error, Sendable, CustomStringConvertible {
         /// refused one (`EINVAL`).
         public static let invalidArgument = Code("invalidArgument")
         /// A file the cache was using vanished under it (`ENOENT`): something other than
-        /// SharedCache removes files in its directory.
+        /// SharedCache removes files in its directory; or the directory itself was removed or
+        /// replaced while this process had it open (open the cache again).
         public static let notFound = Code("notFound")
         /// The process or the system ran out of file descriptors (`EMFILE`, `ENFILE`).
         public static let tooManyOpenFiles = Code("tooManyOpenFiles")

@@ -466,6 +466,50 @@ struct DamageAdviceTests: AdminToolSuite {
         #expect(try await run("verify").status == 0)
     }
 
+    /// "Remove the directory to start over", which damage nothing repairs is reported with, done
+    /// with `rm -rf` while a process has the cache open: the next process to open it makes it
+    /// anew, and the open one says the directory was removed or replaced, and to open the cache
+    /// again (it said its journal position was lost and to run `sharedcache verify --repair`,
+    /// which changed nothing for it; or that a file vanished, and to try again). Opened again,
+    /// it uses the new cache, what the other process stored there included.
+    @Test(arguments: ["packed", "blob files"])
+    func theDirectoryRemovedToStartOverUnderAnOpenCache(bodies: String) async throws {
+        try await populate()
+        let configuration = bodies == "packed" ? Configuration() : .blobFiles
+        let open = try SharedCache(directory: cache, configuration: configuration)
+        #expect(try open.get(key: "k1")?.data == Data("v1".utf8))
+        #expect(try await shell("rm -rf \(SharedCacheError.shellWord(cache))").status == 0)
+        if bodies == "blob files" {
+            // The process's first put stages its body in tmp/, gone with the directory: the same
+            // error, where it said that a file vanished, and to try again.
+            let refused = #expect(throws: SharedCacheError.self) { try open.put(key: "k4", data: Data("v4".utf8)) }
+            #expect(refused?.code == .notFound && refused?.path == cache, "\(String(describing: refused))")
+        }
+        #expect(try await run("put", "after", input: "a").status == 0, "made anew")
+        // Noticed at its next look at the journal itself (within the check interval, 50 ms).
+        var removed: SharedCacheError?
+        #expect(
+            try await eventually {
+                do {
+                    _ = try open.get(key: "k1")
+                    return false
+                } catch let error as SharedCacheError {
+                    removed = error
+                    return true
+                }
+            })
+        #expect(removed?.code == .notFound, "\(String(describing: removed))")
+        #expect(removed?.path == cache)
+        #expect(throws: SharedCacheError.self) { try open.put(key: "k4", data: Data("v4".utf8)) }
+        // Open the cache again.
+        let again = try SharedCache(directory: cache, configuration: configuration)
+        #expect(try again.get(key: "after")?.data == Data("a".utf8))
+        #expect(try again.get(key: "k1") == nil, "started over")
+        try again.put(key: "k4", data: Data("v4".utf8))
+        #expect(try await run("get", "k4").output == "v4", "stored where every process reads")
+        #expect(try await run("verify").status == 0)
+    }
+
     /// Too few file descriptors: the error says to raise the limit with the command it names in
     /// parentheses; under a raised limit the same put works. (The worker, to see the code.)
     @Test func tooFewFileDescriptors() async throws {
