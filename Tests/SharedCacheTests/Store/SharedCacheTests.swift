@@ -121,6 +121,10 @@ struct SharedCacheTests {
             } == "invalidArgument")
         #expect(try blobFiles(in: directory("cache")).isEmpty)
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory("cache/tmp")).isEmpty)
+        // "hash long keys": the long key's SHA-256, in hex, stores and reads like any key.
+        let hashed = KeyHash(key: String(repeating: "k", count: 70_000)).hex
+        try cache.put(key: hashed, data: Data("long".utf8))
+        #expect(try cache.get(key: hashed)?.data == Data("long".utf8))
     }
 
     @Test func sharedLimitsComeFromTheDirectory() throws {
