@@ -510,6 +510,32 @@ struct DamageAdviceTests: AdminToolSuite {
         #expect(try await run("verify").status == 0)
     }
 
+    /// A file of the cache vanishing as a put opens it (`openat` failing with ENOENT, by a
+    /// failpoint, at each of the put's opens in turn, as another program deleting it would
+    /// make it): the error says to stop that program and try again, or, for the format file,
+    /// to try again. Tried again, the put works, and nothing stored before is lost.
+    @Test(.enabled(if: FaultInjectionTests.hasFailpoints, "release builds have no failpoints"))
+    func aFileThatVanishesAsThePutOpensIt() async throws {
+        try await populate()
+        var vanished = 0
+        for occurrence in 1...40 {
+            let put = try await Worker.run(
+                ["put", cache, "k4", "v\(occurrence)"], environment: ["SHAREDCACHE_FAILPOINT": "openat:\(occurrence):2"])
+            if put.status != 0 {
+                vanished += 1
+                #expect(["notFound", "corruptData"].contains(put.errorCode), "\(occurrence): \(put.errors)")
+                // Try again.
+                #expect(try await Worker.run(["put", cache, "k4", "v\(occurrence)"]).status == 0, "\(occurrence)")
+            }
+            #expect(try await run("get", "k4").output == "v\(occurrence)", "\(occurrence)")
+            #expect(try await run("get", "k1").output == "v1", "\(occurrence)")
+        }
+        #expect(vanished > 0, "no open of the put's failed")
+        #expect(try await run("get", "k2").output == "v2")
+        #expect(try await run("get", "k3").output == "v3")
+        try await expectUsable()
+    }
+
     /// Too few file descriptors: the error says to raise the limit with the command it names in
     /// parentheses; under a raised limit the same put works. (The worker, to see the code.)
     @Test func tooFewFileDescriptors() async throws {
