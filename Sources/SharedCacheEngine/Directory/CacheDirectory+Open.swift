@@ -202,8 +202,8 @@ extension CacheDirectory {
         let linkPath = "\(path)/\(link)", removal = "`rm \(SharedCacheError.shellWord("\(path)/\(link)"))`"
         // A link to nothing leaves nothing to put in its place (what it held is gone): removed,
         // the folder is made anew, and the limits of a config go back to the defaults.
-        let pointsToNothing = System.linkTarget(atPath: linkPath)
-            .flatMap { try? System.status(atPath: $0, followingSymlinks: true) } == nil
+        let target = System.linkTarget(atPath: linkPath)
+        let pointsToNothing = target.flatMap { try? System.status(atPath: $0, followingSymlinks: true) } == nil
         throw SharedCacheError(
             .unsafePath,
             "\(linkPath) is a symbolic link, and SharedCache never follows links inside its directory; "

@@ -197,8 +197,8 @@ struct DamageAdviceTests: AdminToolSuite {
         #expect(try await shell(try #require(commands.first)).status == 0)
         #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: file)) == nil, "still a link")
         if name == "config" {
-            #expect(try await runAdvised(try #require(commands.dropFirst().first).split(separator: " ").map(String.init),
-                "size-limit", "7M").status == 0)
+            let setTheLimits = try #require(commands.dropFirst().first).split(separator: " ").map(String.init)
+            #expect(try await runAdvised(setTheLimits, "size-limit", "7M").status == 0)
         }
         #expect(try await run("compact").status == 0)
         #expect(try await run("config", "size-limit").output == "7000000\n")
@@ -519,8 +519,8 @@ struct DamageAdviceTests: AdminToolSuite {
         try await populate()
         var vanished = 0
         for occurrence in 1...40 {
-            let put = try await Worker.run(
-                ["put", cache, "k4", "v\(occurrence)"], environment: ["SHAREDCACHE_FAILPOINT": "openat:\(occurrence):2"])
+            let vanishing = ["SHAREDCACHE_FAILPOINT": "openat:\(occurrence):2"]
+            let put = try await Worker.run(["put", cache, "k4", "v\(occurrence)"], environment: vanishing)
             if put.status != 0 {
                 vanished += 1
                 #expect(["notFound", "corruptData"].contains(put.errorCode), "\(occurrence): \(put.errors)")
@@ -589,7 +589,8 @@ struct DamageAdviceTests: AdminToolSuite {
         #expect(kept.status == 70)
         let look = Advice(lastLine(of: kept.errors))
         let demoDirectory = try look.path()
-        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).map { "\(temporary)/\($0)" } == [demoDirectory])
+        let keptThere = try FileManager.default.contentsOfDirectory(atPath: temporary).map { "\(temporary)/\($0)" }
+        #expect(keptThere == [demoDirectory])
         let command = try look.command()
         try #require(command.first == "sharedcache", "not a sharedcache command: \(command)")
         let shown = try await Tool.admin.run(Array(command.dropFirst()))

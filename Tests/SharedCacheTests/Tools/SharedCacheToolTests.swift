@@ -138,8 +138,11 @@ struct SharedCacheToolTests: AdminToolSuite {
         try #require(help.first == "sharedcache", "not a sharedcache command: \(help)")
         let shown = try await Tool.admin.run(Array(help.dropFirst()))
         #expect(shown.status == 0)
-        let known = ["get", "put", "rm", "clear", "ls", "show", "stat", "journal", "verify", "compact", "config",
-            "demo", "fetch", "init"].contains(arguments[0])
+        let commands = [
+            "get", "put", "rm", "clear", "ls", "show", "stat", "journal", "verify", "compact", "config", "demo",
+            "fetch", "init",
+        ]
+        let known = commands.contains(arguments[0])
         #expect(shown.output == (try await Tool.admin.run(known ? [arguments[0], "--help"] : ["help"])).output)
     }
 
