@@ -86,7 +86,9 @@ package struct StreamSocket: ~Copyable {
         throws(SystemError) -> Int
     {
         let (seconds, attoseconds) = timeout.components
-        let milliseconds = Int32(clamping: max(0, min(seconds, 1 << 30) * 1000 + attoseconds / 1_000_000_000_000_000))
+        // Rounded up: a wait of less than a millisecond left is not a poll that returns at once.
+        let partial = (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        let milliseconds = Int32(clamping: max(0, min(seconds, 1 << 30) * 1000 + partial))
         var entry = pollfd(fd: descriptor.rawValue, events: Int16(POLLIN), revents: 0)
         // An interrupted poll starts its wait again: a slice longer at most, never a lost byte.
         guard try retryingInterrupts("poll", { poll(&entry, 1, milliseconds) }) > 0 else {

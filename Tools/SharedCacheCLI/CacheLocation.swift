@@ -115,20 +115,21 @@ package struct DirectoryIdentity: Equatable {
     }
 
     /// ``hasChanged(_:from:)``, once the directory has been still for `quiet` (nothing added to
-    /// or removed from it or its folders), or gone, but after `limit` at most.
+    /// or removed from it or its folders), or gone, but after `limit` at most, or as soon as
+    /// `stopping` says to (a stop signal).
     ///
     /// For a process that met an error: a deletion under way (`rm -rf`) empties the directory a
     /// file at a time, which the process can meet as damage before the directory itself goes,
     /// and the advice for damage (a repair) would then be wrong.
     package static func hasChanged(
         _ path: String, from identity: DirectoryIdentity?, onceStillFor quiet: Duration = .seconds(1),
-        limit: Duration = .seconds(60)
+        limit: Duration = .seconds(60), stopping: () -> Bool = { false }
     ) -> Bool {
         let clock = ContinuousClock()
         let deadline = clock.now + limit
         var look = Contents(path)
         var stillSince = clock.now
-        while !hasChanged(path, from: identity), clock.now < deadline {
+        while !hasChanged(path, from: identity), clock.now < deadline, !stopping() {
             if clock.now - stillSince >= quiet { return false }
             Clock.sleep(nanoseconds: 20_000_000)
             let next = Contents(path)

@@ -35,17 +35,20 @@ package final class Daemon: @unchecked Sendable {
             // not help (a repair of a new directory finds nothing, of a removed one makes one).
             // Looked at once the directory is still: a deletion under way meets the daemon as
             // damage before the directory itself is gone.
-            if opened != nil && DirectoryIdentity.hasChanged(directory, from: opened, onceStillFor: .seconds(1)) {
-                return saidGone()
-            }
+            if isGone(since: opened, onceStill: true) { return saidGone() }
             terminal.warn(error.description)
             return ExitStatus(error)
         }
     }
 
-    /// Whether the directory path names is no longer the one opened (removed, or replaced).
-    private func isGone(since opened: DirectoryIdentity?) -> Bool {
-        opened != nil && DirectoryIdentity.hasChanged(directory, from: opened)
+    /// Whether the directory path names is no longer the one opened (removed, or replaced);
+    /// `onceStill`, judged once it has been still for a second (or a stop signal came).
+    private func isGone(since opened: DirectoryIdentity?, onceStill: Bool = false) -> Bool {
+        guard opened != nil else { return false }
+        guard onceStill else { return DirectoryIdentity.hasChanged(directory, from: opened) }
+        return DirectoryIdentity.hasChanged(directory, from: opened, onceStillFor: .seconds(1)) { [flags] in
+            flags.get(\.stop)
+        }
     }
 
     private func saidGone() -> ExitStatus {

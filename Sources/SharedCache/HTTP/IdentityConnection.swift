@@ -22,9 +22,10 @@ import SharedCachePlatform
 /// stored (``ResponseParser``). What a server can make it spend is bounded: memory by the
 /// header section's limit (every head, 1xx included) and the body's (``bodyLimit``), time by
 /// the request's timeout (a wait for bytes, and the whole head) and the session's resource
-/// timeout, and the caller's task cancels it. It reads a response to the end of its framing,
-/// never on to a close that a server keeping the connection open would not send. Blocking:
-/// runs off the cooperative pool. The socket itself is the platform layer's ``StreamSocket``.
+/// timeout, and the caller's task cancels its reading (a connect or a send is bounded by the
+/// request's timeout). It reads a response to the end of its framing, never on to a close that
+/// a server keeping the connection open would not send. Blocking: runs off the cooperative
+/// pool. The socket itself is the platform layer's ``StreamSocket``.
 enum IdentityConnection {
     /// The longest header section read, all heads together (a `100 Continue` and the final
     /// one), near libcurl's 300 KB. HTTP sets no limit and leaves one to each recipient

@@ -239,8 +239,9 @@ extension TransportFailure {
             .zeroByteResource:
             return "the server sent a response that could not be read (URLError \(error.code.rawValue))"
         case .dataLengthExceedsMaximum:
-            return "the body is longer than the cache's size limit would keep (the plain connection for a coding "
-                + "URLSession cannot decode reads no further); raise size-limit if it should be fetched"
+            return "the body is longer than the cache's size limit (1 GiB where none is set) would keep (the plain "
+                + "connection for a coding URLSession cannot decode reads no further); set size-limit above the "
+                + "body's length if it should be fetched"
         case .httpTooManyRedirects, .redirectToNonExistentLocation:
             return "the server's redirects do not end; check the URL"
         case .unsupportedURL, .badURL:
