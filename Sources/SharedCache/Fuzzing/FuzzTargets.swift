@@ -249,11 +249,39 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
             return nil
         case .httpResponse:
             // What a server sent the plain connection: a response or a refusal, never a crash,
-            // and never more body than bytes.
+            // and never more body than bytes; and the same however the reads cut the bytes.
             let url = URL(string: "http://example.com/fuzz")!
-            guard let response = try? IdentityConnection.parse(Data(bytes), method: "GET", url: url) else { return nil }
+            let whole = Result { try IdentityConnection.parse([bytes[...]], method: "GET", url: url) }
+            let cut = Result { try IdentityConnection.parse(Self.pieces(of: bytes), method: "GET", url: url) }
+            if Self.outcome(whole) != Self.outcome(cut) {
+                return "read whole: \(Self.outcome(whole)); read in pieces: \(Self.outcome(cut))"
+            }
+            guard case .success(let response) = whole else { return nil }
             let body = response.body.count
             return body <= bytes.count ? nil : "a body of \(body) bytes from \(bytes.count)"
+        }
+    }
+
+    /// `bytes` cut into pieces of 1 to 16 bytes, as reads might deliver them; the cuts follow
+    /// from the bytes, so a failing input fails again.
+    private static func pieces(of bytes: [UInt8]) -> [ArraySlice<UInt8>] {
+        var state = bytes.reduce(UInt64(0x9E37_79B9_7F4A_7C15)) { ($0 ^ UInt64($1)) &* 0x100_0000_01B3 }
+        var pieces: [ArraySlice<UInt8>] = []
+        var start = 0
+        while start < bytes.count {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            let end = min(bytes.count, start + 1 + Int(state >> 60))
+            pieces.append(bytes[start..<end])
+            start = end
+        }
+        return pieces
+    }
+
+    /// What a parse came to, to compare: the response's status, fields and body, or the error.
+    private static func outcome(_ result: Result<TransportResponse, any Error>) -> String {
+        switch result {
+        case .success(let response): "\(response.status) \(Array(response.headers)) \(Array(response.body))"
+        case .failure(let error): "\((error as? URLError)?.code.rawValue ?? 0) \(type(of: error))"
         }
     }
 }

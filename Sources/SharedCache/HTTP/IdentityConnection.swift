@@ -193,9 +193,14 @@ enum IdentityConnection {
         }
     }
 
-    /// Status line, fields and body of an HTTP/1.1 response (RFC 9112) received whole, past
-    /// any 1xx: what the connection would take from these bytes, with no limit on the body.
+    /// The parse of a response received in one piece.
     static func parse(_ data: Data, method: String, url: URL) throws -> TransportResponse {
+        try parse([Array(data)[...]], method: method, url: url)
+    }
+
+    /// Status line, fields and body of an HTTP/1.1 response (RFC 9112) received in these pieces,
+    /// past any 1xx: what the connection would take from them, with no limit on the body.
+    static func parse(_ pieces: [ArraySlice<UInt8>], method: String, url: URL) throws -> TransportResponse {
         var parser = ResponseParser(method: method, bodyLimit: .max)
         var response: TransportResponse?
         var body = Data()
@@ -207,7 +212,9 @@ enum IdentityConnection {
                 body.append(contentsOf: bytes)
             }
         }
-        try data.withUnsafeBytes { try parser.consume($0, handle) }
+        for piece in pieces where !parser.isComplete {
+            try piece.withUnsafeBytes { try parser.consume($0, handle) }
+        }
         if !parser.isComplete { try parser.finish(handle) }
         guard var response else { throw URLError(.badServerResponse) }
         response.body = body
