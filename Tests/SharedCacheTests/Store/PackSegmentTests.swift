@@ -340,17 +340,23 @@ struct PackSegmentTests {
         #expect(try cache.get(key: "k0")?.data == Self.body(0))
     }
 
+    /// The names of the pack segments (one, finished) of a writer that stored k0...k9 and is done:
+    /// closing the cache finishes its segment.
+    static func finishedSegmentOfTenEntries(in path: String) throws -> [String] {
+        do {
+            let writer = try SharedCache(directory: path, configuration: Self.diskOnly)
+            for index in 0..<10 { try writer.put(key: "k\(index)", data: Self.body(index)) }
+        }
+        let old = try packSegments(in: path)
+        #expect(old.count == 1)
+        return old
+    }
+
     /// A segment mostly dead: its live records move to the compactor's segment (journaled, so
     /// every process follows), and the old one goes whole; nobody hears of a removal.
     @Test func aMostlyDeadSegmentIsCompactedAndItsLiveEntriesMove() throws {
         let directory = try TemporaryDirectory()
-        do {
-            // A writer that is done: closing the cache finishes its segment.
-            let writer = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
-            for index in 0..<10 { try writer.put(key: "k\(index)", data: Self.body(index)) }
-        }
-        let old = try packSegments(in: directory("cache"))
-        #expect(old.count == 1)
+        let old = try Self.finishedSegmentOfTenEntries(in: directory("cache"))
         let reader = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
         let remover = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
         let keys = try remover.entries().map(\.key).sorted()
@@ -417,12 +423,7 @@ struct PackSegmentTests {
     /// segment that goes (it would stay listed and counted, a miss for good, and fail `verify`).
     @Test func aDamagedRecordInACompactedSegmentIsRemovedNotMoved() throws {
         let directory = try TemporaryDirectory()
-        do {
-            let writer = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
-            for index in 0..<10 { try writer.put(key: "k\(index)", data: Self.body(index)) }
-        }
-        let old = try packSegments(in: directory("cache"))
-        #expect(old.count == 1)
+        let old = try Self.finishedSegmentOfTenEntries(in: directory("cache"))
         let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
         for index in 2..<10 { #expect(try cache.remove(key: "k\(index)")) }
         // A body byte of k1's record flipped, before anyone read it.

@@ -456,17 +456,7 @@ struct DamageAdviceTests: AdminToolSuite {
             try FileManager.default.removeItem(atPath: "\(cache)/journal/\(name)")
         }
         // Noticed at its next look at the journal itself (within the check interval, 50 ms).
-        var lost: SharedCacheError?
-        #expect(
-            try await eventually {
-                do {
-                    _ = try open.get(key: "k1")
-                    return false
-                } catch let error as SharedCacheError {
-                    lost = error
-                    return true
-                }
-            })
+        let lost = try await Self.errorOnceNoticed { _ = try open.get(key: "k1") }
         #expect(lost?.code == .corruptData, "\(String(describing: lost))")
         #expect(throws: SharedCacheError.self) { try open.put(key: "k4", data: Data("v4".utf8)) }
         #expect(try await runAdvised(try Advice(try #require(lost?.message)).command()).status == 0)
@@ -475,6 +465,23 @@ struct DamageAdviceTests: AdminToolSuite {
         #expect(try await run("put", "new", input: "n").status == 0)
         #expect(try await run("get", "new").output == "n")
         #expect(try await run("verify").status == 0)
+    }
+
+    /// The error `call` throws once the process noticed what was done to its directory (it
+    /// looks at the journal itself within the check interval); `nil` if it never threw.
+    static func errorOnceNoticed(_ call: () throws -> Void) async throws -> SharedCacheError? {
+        var thrown: SharedCacheError?
+        #expect(
+            try await eventually {
+                do {
+                    try call()
+                    return false
+                } catch let error as SharedCacheError {
+                    thrown = error
+                    return true
+                }
+            })
+        return thrown
     }
 
     /// "Remove the directory to start over", which damage nothing repairs is reported with, done
@@ -498,17 +505,7 @@ struct DamageAdviceTests: AdminToolSuite {
         }
         #expect(try await run("put", "after", input: "a").status == 0, "made anew")
         // Noticed at its next look at the journal itself (within the check interval, 50 ms).
-        var removed: SharedCacheError?
-        #expect(
-            try await eventually {
-                do {
-                    _ = try open.get(key: "k1")
-                    return false
-                } catch let error as SharedCacheError {
-                    removed = error
-                    return true
-                }
-            })
+        let removed = try await Self.errorOnceNoticed { _ = try open.get(key: "k1") }
         #expect(removed?.code == .notFound, "\(String(describing: removed))")
         #expect(removed?.path == cache)
         #expect(throws: SharedCacheError.self) { try open.put(key: "k4", data: Data("v4".utf8)) }
