@@ -35,10 +35,13 @@ extension Command {
 
     /// Hidden: one demo client.
     static let demoClient = Command(
-        name: "demo-client", synopsis: "DIR ID SECONDS", summary: "A demo client process.", hidden: true
+        name: "demo-client", synopsis: "DIR ID SECONDS CLIENTS", summary: "A demo client process.", hidden: true
     ) { invocation in
-        let values = try invocation.positional(3...3, "DIR ID SECONDS")
-        return try DemoClient(directory: values[0], id: Int(values[1]) ?? 0, seconds: Double(values[2]) ?? 5).run()
+        let values = try invocation.positional(4...4, "DIR ID SECONDS CLIENTS")
+        return try DemoClient(
+            directory: values[0], id: Int(values[1]) ?? 0, seconds: Double(values[2]) ?? 5,
+            clients: max(1, Int(values[3]) ?? 1)
+        ).run()
     }
 
     /// Hidden: the demo's compactor, the same loop as sharedcached.

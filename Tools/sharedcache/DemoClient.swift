@@ -29,6 +29,8 @@ struct DemoClient {
     let directory: String
     let id: Int
     let seconds: Double
+    /// How many clients the demo runs: the ones whose items this one reads.
+    let clients: Int
 
     /// The fewest puts a client makes, past its time if need be.
     static let minimumPuts = 20
@@ -75,7 +77,7 @@ struct DemoClient {
                 summary.withLock { $0.stored += 1 }
                 out.write(Data("stored\t\(key)\t\(size)\n".utf8))
             case 4..<9:
-                let other = Int.random(in: 1...4, using: &random)
+                let other = Int.random(in: 1...clients, using: &random)
                 let key = itemKey(client: other, item: Int.random(in: max(1, item - 12)...max(1, item), using: &random))
                 names.withLock { $0[KeyHash(key: key)] = key }
                 if let hit = try cache.get(key: key) {

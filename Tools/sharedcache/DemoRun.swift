@@ -32,7 +32,8 @@ struct DemoRun {
         let compactor = try ChildProcess(
             me, arguments: ["demo-compactor", directory], input: .pipe, output: .discard, errors: .captured)
         let children = try (1...clients).map { id in
-            try ChildProcess(me, arguments: ["demo-client", directory, "\(id)", "\(seconds)"], input: .pipe)
+            try ChildProcess(
+                me, arguments: ["demo-client", directory, "\(id)", "\(seconds)", "\(clients)"], input: .pipe)
         }
         // On a failure the others would go on working, in a directory about to be removed, or
         // kept to be looked at: stop them first. (Run before the directory's removal above.)
