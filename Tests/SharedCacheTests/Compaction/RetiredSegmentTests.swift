@@ -38,4 +38,36 @@ struct RetiredSegmentTests {
         #expect(try cache.get(key: "a")?.data == Data("one".utf8))
         #expect(try cache.get(key: "b")?.data == Data("two".utf8))
     }
+
+    /// A checkpointer that died between its seal and its manifest leaves a sealed segment that
+    /// no manifest covers: its records live only there and in the index of each process that
+    /// read them. Should that segment then be damaged, `verify --repair` checkpoints from its
+    /// own index before removing it, so nothing it held is lost and no process opening the
+    /// directory has to rebuild the manifest. (Removed first, the manifest named a segment that
+    /// was gone: the next process rebuilt it, and the packed entry recorded only there was lost.)
+    @Test func aDamagedSealedSegmentNoManifestCoversIsCheckpointedBeforeItIsRemoved() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory("cache")
+        let sealed = "\(path)/journal/0000000000000001"
+        let cache = try SharedCache(directory: path)
+        try cache.put(key: "a", data: Data("one".utf8))
+        try CheckpointTests.appendSealOfADeadCheckpoint(to: sealed)
+        // Another process makes segment 2 behind the seal and appends there; this one reads on.
+        let put = try Worker.run(["put", path, "b", "two"])
+        #expect(put.status == 0, "\(put.errors)")
+        #expect(try cache.get(key: "b")?.data == Data("two".utf8))
+        #expect(try cache.statistics().journalGeneration == 2)
+        #expect(truncate(sealed, 0) == 0)
+
+        let report = try cache.verify(repair: true)
+        #expect(report.problems.map(\.kind) == [.damagedJournal])
+        #expect(report.isClean)
+        #expect(!FileManager.default.fileExists(atPath: sealed))
+
+        let fresh = try SharedCache(directory: path)
+        #expect(try !fresh.statistics().rebuiltOnOpen)
+        #expect(try fresh.get(key: "a")?.data == Data("one".utf8))
+        #expect(try fresh.get(key: "b")?.data == Data("two".utf8))
+        #expect(try fresh.verify().problems.isEmpty)
+    }
 }
