@@ -227,6 +227,52 @@ struct PackSegmentTests {
         #expect(try reader.verify().problems.isEmpty)
     }
 
+    /// A process that fell behind a retired journal segment never reads the records saying
+    /// which pack segments were retired meanwhile: it resynchronizes from the manifest. It then
+    /// closes (and unmaps) every segment it holds whose file is gone, so their space comes back
+    /// at once, not when it happens to open many others.
+    @Test func aProcessThatResynchronizesClosesTheSegmentsRetiredMeanwhile() throws {
+        let directory = try TemporaryDirectory()
+        let reader = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        do {
+            let writers = try (0..<3).map { _ in
+                try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+            }
+            for (index, writer) in writers.enumerated() { try writer.put(key: "k\(index)", data: Self.body(index)) }
+        }
+        let segments = try packSegments(in: directory("cache"))
+        #expect(segments.count == 3)
+        for index in 0..<3 { #expect(try reader.get(key: "k\(index)") != nil) }  // opens every segment
+        #expect(try reader.remove(key: "k0"))
+        #expect(try reader.remove(key: "k1"))
+        #expect(Self.openDescriptors(to: directory("cache/packs/")).count == 3)
+        try Self.age(segments.map { directory("cache/packs/\($0)") })
+
+        // Other processes: the first compaction checkpoints (sealing segment 1), then retires
+        // the two emptied pack segments, journaled in segment 2. Each later one checkpoints and
+        // removes the segments sealed more than a minute ago: aged, 1 and then 2.
+        let compaction = try Tool.admin.run(["--dir", directory("cache"), "compact", "--json"])
+        let report = try #require(
+            try JSONSerialization.jsonObject(with: Data(compaction.output.utf8)) as? [String: Any])
+        #expect(report["packSegmentsRetired"] as? Int == 2)
+        for _ in 0..<2 {
+            let journal = try FileManager.default.contentsOfDirectory(atPath: directory("cache/journal"))
+            try Self.age(journal.map { directory("cache/journal/\($0)") })
+            #expect(try Tool.admin.run(["--dir", directory("cache"), "compact"]).status == 0)
+        }
+        let journal = try FileManager.default.contentsOfDirectory(atPath: directory("cache/journal")).sorted()
+        #expect(journal == ["0000000000000003", "0000000000000004"])
+
+        #expect(try reader.get(key: "k2") != nil)
+        #expect(try reader.statistics().resynchronizations == 1)
+        #expect(try packSegments(in: directory("cache")).count == 1)
+        #expect(Self.openDescriptors(to: directory("cache/packs/")).count == 1)
+        #expect(Self.openDescriptors(to: directory("cache/packs/")).allSatisfy { !$0.hasSuffix("(deleted)") })
+        #if os(Linux)
+        #expect(Self.mappedFiles(under: directory("cache/packs/")).allSatisfy { !$0.hasSuffix("(deleted)") })
+        #endif
+    }
+
     /// Between calls a cache holds one file lock, on the segment it appends to; iOS ends an app
     /// suspended with a file lock in a shared container, so `prepareForSuspension()` lets go of
     /// it. Checked from another process (flock(1)) on every file of the directory; the next put
