@@ -120,6 +120,22 @@ struct PowerLossTests {
         #expect(status == 0, "\(output)")
     }
 
+    /// With `Durability.synchronized`, a checkpoint flushes its manifest, and the name the
+    /// rename gave it, before it retires the segments the manifest covers. Unflushed, a power
+    /// loss could keep the retirement and lose the manifest's bytes: opening rebuilt the
+    /// manifest without the retired segment, and a packed entry recorded only there was lost,
+    /// though its put had returned as durable.
+    @Test("Crash states losing a synchronized checkpoint's manifest lose no acknowledged put")
+    func manifestsReachTheDiskBeforeTheSegmentsTheyCoverGo() async throws {
+        let (status, output) = try await Self.check([
+            "--seed", "1", "--workload", "rotation", "--durability", "synchronized", "--model", "weak",
+            "--losing", "manifest", "--tools", "none", "--cap", "1000",
+        ])
+        #expect(status == 0, "\(output)")
+        let totals = try #require(Self.totals(output), "no summary line:\n\(output)")
+        #expect(totals.checked > 0 && totals.violations == 0, "\(output)")
+    }
+
     /// A checkpoint appends `sealed(G+1)` to segment G, then creates G+1. Unflushed
     /// (`Durability.none`), the seal could be lost while G+1 and records appended to it
     /// survived: the next process appended to G, and its next checkpoint sealed G again,
