@@ -238,6 +238,37 @@ struct BodyStreamingTests {
         }
     }
 
+    /// The same for a packed body, which is read whole and checked before any of it is handed
+    /// on (mutation: a packed body streamed out unchecked, damaged bytes and all, exit 0).
+    @Test func aDamagedPackedBodyIsNeverWrittenOut() async throws {
+        let body = Data((0..<1000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) })
+        for target in ["file", "stdout"] {
+            #expect(try await run("put", "damaged", input: body).status == 0)
+            #expect(try blobFiles(in: cache).isEmpty)
+            let segment = try #require(try packSegments(in: cache).first)
+            let path = "\(cache)/packs/\(segment)"
+            // The newest record of the body is the one the entry names.
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+            let stored = try #require(bytes.range(of: body, options: .backwards))
+            let handle = try #require(FileHandle(forUpdatingAtPath: path))
+            try handle.seek(toOffset: UInt64(stored.lowerBound + 500))
+            let byte = try #require(try handle.read(upToCount: 1))
+            try handle.seek(toOffset: UInt64(stored.lowerBound + 500))
+            try handle.write(contentsOf: Data([byte[0] ^ 0x40]))
+            try handle.close()
+
+            let folder = directory("out-\(target)")
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+            let result =
+                target == "file"
+                ? try await run("get", "damaged", "-o", "\(folder)/body") : try await run("get", "damaged")
+            #expect(result.status == 1)
+            #expect(result.output.isEmpty)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
+            #expect(try await run("show", "damaged").status == 1)  // journaled as corrupt
+        }
+    }
+
     /// Issue 18: `get -o DIRECTORY` said "NSCocoaErrorDomain error 512".
     @Test func anOutputThatCannotBeCreatedExits73() async throws {
         #expect(try await run("put", "k", input: Data("v".utf8)).status == 0)
