@@ -193,6 +193,26 @@ struct BodyStreamingTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory("copy.bin"))) == expected)
     }
 
+    /// A streamed body is packed when it fits the pack threshold, as a body put whole is: one
+    /// of exactly the threshold goes into a pack segment, one a byte longer into a blob file
+    /// (mutation: the buffer that decides was a byte short, so a body at the threshold never
+    /// showed its end there and went to a blob).
+    @Test func aStreamedBodyAtThePackThresholdIsPacked() async throws {
+        #expect(try await run("put", "small", input: Data("small".utf8)).status == 0)
+        let stat = try await run("stat", "--json")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(stat.output.utf8)) as? [String: Any])
+        let threshold = try #require(report["packThreshold"] as? Int)
+        let body = Data((0..<threshold).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) })
+
+        #expect(try await run("put", "at the threshold", input: body).status == 0)
+        #expect(try blobFiles(in: cache).isEmpty)
+        #expect(try await run("put", "past the threshold", input: body + Data([1])).status == 0)
+        #expect(try blobFiles(in: cache).count == 1)
+        #expect(try await run("get", "at the threshold", "-o", directory("copy.bin")).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory("copy.bin"))) == body)
+        #expect(try await run("verify").status == 0)
+    }
+
     /// Standard input to the cache and the cache to standard output, in bounded memory.
     @Test func standardInputAndOutputStreamInBoundedMemory() async throws {
         var seeds = TestSeed.generator("standardInputAndOutputStreamInBoundedMemory")
