@@ -194,6 +194,42 @@ struct BadInputTests {
         #expect(try cache.statistics().damagedBlobs == 1)
     }
 
+    /// A pinned blob is copied (a download written to a file, a body stored again after a
+    /// 304) after it was checked whole, and is checked again as it is copied: bytes damaged
+    /// in between make the read that reaches the end throw, so no copy of them is published
+    /// (mutation: the copy's checksum was not compared, and the damaged bytes went through).
+    @Test func aPinnedBlobDamagedAfterItsCheckFailsItsCopy() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        let body = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
+        try cache.put(key: "k", data: body)
+        let hash = KeyHash(key: "k")
+        let entry = try #require(try cache.engine.currentEntry(hash))
+        let (pinned, _) = try #require(
+            try cache.engine.bodies.pin(hash, at: entry.location, key: "k", expectedSize: entry.bodySize))
+        guard case .found(let hit) = try pinned.read(), hit.data == body else {
+            Issue.record("the pinned blob did not read back whole before it was damaged")
+            return
+        }
+
+        let blob = directory("cache/blobs/\(try #require(try blobFiles(in: directory("cache")).first))")
+        let handle = try #require(FileHandle(forUpdatingAtPath: blob))
+        try handle.seek(toOffset: try handle.seekToEnd() - 1000)
+        let byte = try #require(try handle.read(upToCount: 1))
+        try handle.seek(toOffset: try handle.offset() - 1)
+        try handle.write(contentsOf: Data([byte[0] ^ 0x40]))
+        try handle.close()
+
+        let read = pinned.reader()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
+        defer { buffer.deallocate() }
+        var copied = 0
+        #expect(throws: BodyDamage.self) {
+            while case .bytes(let count) = try read(buffer) { copied += count }
+        }
+        #expect(copied == body.count)  // every byte was read; the check at the end stopped it
+    }
+
     @Test(arguments: [0, 30, 90, -1])
     func aDamagedBlobByteIsAMissAndIsDiscarded(offsetFromBodyEnd: Int) throws {
         let directory = try TemporaryDirectory()
