@@ -136,6 +136,24 @@ struct PowerLossTests {
         #expect(totals.checked > 0 && totals.violations == 0, "\(output)")
     }
 
+    /// With `Durability.synchronized`, a new pack segment's name and a new blob file's name
+    /// are flushed (their folder's fsync) before the journal record that names them is
+    /// written. Unflushed, a power loss could keep the durable record and lose the name: the
+    /// acknowledged put read as a miss. (`create` makes a pack segment; `concurrent` packs up
+    /// to 4 KiB, so its 5,000-byte bodies are blob files.)
+    @Test(
+        "Crash states losing a new body's file name lose no acknowledged put",
+        arguments: [("create", "packs/"), ("concurrent", "blobs/")])
+    func bodyFileNamesReachTheDiskBeforeTheirRecords(workload: String, losing: String) async throws {
+        let (status, output) = try await Self.check([
+            "--seed", "1", "--workload", workload, "--durability", "synchronized", "--model", "weak",
+            "--losing", losing, "--tools", "none", "--cap", "1000",
+        ])
+        #expect(status == 0, "\(output)")
+        let totals = try #require(Self.totals(output), "no summary line:\n\(output)")
+        #expect(totals.checked > 0 && totals.violations == 0, "\(output)")
+    }
+
     /// A checkpoint appends `sealed(G+1)` to segment G, then creates G+1. Unflushed
     /// (`Durability.none`), the seal could be lost while G+1 and records appended to it
     /// survived: the next process appended to G, and its next checkpoint sealed G again,
