@@ -38,6 +38,34 @@ struct PackSegmentTests {
         #expect(report["packThreshold"] as? Int == Configuration.defaultPackThreshold)
     }
 
+    /// sharedcache(5): a writer gives its segment up when the next record would take it past
+    /// 64 MiB, and starts another; every record reads back from either (mutation: the one
+    /// segment grew past its capacity and its mapping).
+    @Test func aWriterGivesItsSegmentUpAtItsCapacity() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        let size = Configuration.defaultPackThreshold
+        let count = Int(PackSegments.segmentCapacity) / size + 8
+        /// Filled with one byte, so that making 65 MiB of them costs little; the index first.
+        func body(_ index: Int) -> Data {
+            var data = Data(repeating: UInt8(truncatingIfNeeded: index), count: size)
+            withUnsafeBytes(of: UInt64(index)) { data.replaceSubrange(0..<8, with: $0) }
+            return data
+        }
+        for index in 0..<count { try cache.put(key: "k\(index)", data: body(index)) }
+        let segments = try packSegments(in: directory("cache"))
+        #expect(segments.count == 2)
+        for segment in segments {
+            let attributes = try FileManager.default.attributesOfItem(atPath: directory("cache/packs/\(segment)"))
+            #expect((attributes[.size] as? UInt64 ?? .max) <= PackSegments.segmentCapacity)
+        }
+        #expect(try blobFiles(in: directory("cache")).isEmpty)
+        let other = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        for index in stride(from: 0, to: count, by: 7) + [count - 1] {
+            #expect(try other.get(key: "k\(index)")?.data == body(index))
+        }
+    }
+
     #if os(Linux)
     /// Segments are read through descriptors that spare each read the access-time update:
     /// `O_NOATIME` (0o1000000 on every architecture Swift runs on), allowed as the files are
