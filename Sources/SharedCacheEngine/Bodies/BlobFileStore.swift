@@ -60,6 +60,10 @@ package struct BlobFileStore: BodyStore {
         Self.path(hash, location)
     }
 
+    package func file(holding hash: KeyHash, at location: BodyLocation) -> String {
+        Self.path(hash, location)
+    }
+
     /// The hash and location in a blob file name, `<64 hex>.<16 hex>`; `nil` for any other name.
     static func parseName(_ name: String) -> (KeyHash, BodyLocation)? {
         let parts = name.split(separator: ".")

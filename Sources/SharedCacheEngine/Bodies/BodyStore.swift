@@ -66,6 +66,10 @@ package protocol BodyStore: Sendable {
     /// Where a body is, for a person: a path relative to the cache directory.
     func describe(_ hash: KeyHash, at location: BodyLocation) -> String
 
+    /// The file that holds a body, relative to the cache directory: its blob, or its pack
+    /// segment.
+    func file(holding hash: KeyHash, at location: BodyLocation) -> String
+
     /// The finished pack segments (nobody is writing them), last written before `cutoff`
     /// (milliseconds since the epoch), each held locked for the caller: candidates for
     /// retiring whole once no entry refers to them.

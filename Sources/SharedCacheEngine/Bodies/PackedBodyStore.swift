@@ -283,7 +283,11 @@ package struct PackedBodyStore: BodyStore {
 
     package func describe(_ hash: KeyHash, at location: BodyLocation) -> String {
         guard location.isPacked else { return blobs.describe(hash, at: location) }
-        return "\(PackSegments.name(location.pack)) at \(location.position)"
+        return "\(file(holding: hash, at: location)) at \(location.position)"
+    }
+
+    package func file(holding hash: KeyHash, at location: BodyLocation) -> String {
+        location.isPacked ? PackSegments.name(location.pack) : blobs.file(holding: hash, at: location)
     }
 
     // MARK: Scanning

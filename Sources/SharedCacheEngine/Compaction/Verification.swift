@@ -160,6 +160,9 @@ extension CacheEngine {
         throws
     {
         let path = bodies.describe(hash, at: entry.location)
+        // The file's own status tells a missing body from a damaged one (a packed one's path
+        // names a place in its segment, not a file).
+        let file = bodies.file(holding: hash, at: entry.location)
         let problem: VerificationReport.Problem.Kind
         let detail: String
         if let header = try bodies.readHeader(hash, at: entry.location) {
@@ -176,9 +179,9 @@ extension CacheEngine {
             case .damaged(let reason):
                 (problem, detail) = (.damagedBlob, reason)
             }
-        } else if try directory.status(of: path) == nil {
+        } else if try directory.status(of: file) == nil {
             (problem, detail) = (.missingBlob, "the journal records an entry whose blob does not exist")
-        } else if try directory.status(of: path)?.isSymbolicLink == true {
+        } else if try directory.status(of: file)?.isSymbolicLink == true {
             (problem, detail) = (.damagedBlob, "a symbolic link stands where the blob belongs; --repair removes it")
         } else {
             (problem, detail) = (.damagedBlob, "its header is unreadable or fails its checksum")

@@ -414,6 +414,33 @@ struct PackSegmentTests {
         #expect(try cache.get(key: "k0")?.data == Self.body(0))
     }
 
+    /// A packed record whose header fails its checksum, in a segment that is there, is a
+    /// damaged body, not a missing one: verify looked for a file named "packs/… at 32" (the
+    /// record's place, for people), found none, and said the journal named a body that did not
+    /// exist (helper-57). The repair was and is the same: the entry is journaled as corrupt.
+    @Test func aDamagedRecordHeaderIsReportedAsDamagedNotMissing() throws {
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
+        try cache.put(key: "victim", data: Data(repeating: 7, count: 1000))
+        try cache.put(key: "bystander", data: Data(repeating: 8, count: 1000))
+        let location = try #require(try cache.engine.currentEntry(KeyHash(key: "victim"))).location
+        let segment = directory("cache/packs/\(try #require(try packSegments(in: directory("cache")).first))")
+        let handle = try #require(FileHandle(forUpdatingAtPath: segment))
+        try handle.seek(toOffset: location.position + 20)  // inside the record's header
+        let byte = try #require(try handle.read(upToCount: 1)?.first)
+        try handle.seek(toOffset: location.position + 20)
+        try handle.write(contentsOf: [byte ^ 0x40])
+        try handle.close()
+
+        let report = try cache.verify()
+        #expect(report.problems.map(\.kind) == [.damagedBlob], "\(report.problems)")
+        let repaired = try cache.verify(repair: true)
+        #expect(repaired.problems.map(\.kind) == [.damagedBlob] && repaired.problems.allSatisfy(\.repaired))
+        #expect(try cache.verify().isClean)
+        #expect(try cache.get(key: "victim") == nil)
+        #expect(try cache.get(key: "bystander")?.data == Data(repeating: 8, count: 1000))
+    }
+
     /// The names of the pack segments (one, finished) of a writer that stored k0...k9 and is done:
     /// closing the cache finishes its segment.
     static func finishedSegmentOfTenEntries(in path: String) throws -> [String] {
