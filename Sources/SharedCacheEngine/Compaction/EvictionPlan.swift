@@ -25,20 +25,25 @@ package struct EvictionPlan: Sendable {
     package init(index: Index, now: Int64, sizeLimit: UInt64, entryLimit: UInt64) {
         var bytes = index.totalBytes
         var count = UInt64(index.count)
-        for (hash, entry) in index where entry.isExpired(at: now) {
-            victims.append(Victim(hash: hash, entry: entry, reason: .expired))
-            bytes -= entry.bodySize
-            count -= 1
+        let lowWaterBytes = sizeLimit * Self.lowWaterPercent / 100
+        // In the same pass: the live entries larger than the low-water mark, which go only if
+        // the directory is still over its size limit once the expired are gone.
+        var tooLarge: [Victim] = []
+        for (hash, entry) in index {
+            if entry.isExpired(at: now) {
+                victims.append(Victim(hash: hash, entry: entry, reason: .expired))
+                bytes -= entry.bodySize
+                count -= 1
+            } else if sizeLimit > 0 && entry.bodySize > lowWaterBytes {
+                tooLarge.append(Victim(hash: hash, entry: entry, reason: .size))
+            }
         }
         victims.sort { $0.entry.expiresAt < $1.entry.expiresAt }
 
-        let lowWaterBytes = sizeLimit * Self.lowWaterPercent / 100
         let largestKept = sizeLimit > 0 && bytes > sizeLimit ? lowWaterBytes : .max
         if largestKept < .max {
-            var tooLarge: [Victim] = []
-            for (hash, entry) in index where !entry.isExpired(at: now) && entry.bodySize > largestKept {
-                tooLarge.append(Victim(hash: hash, entry: entry, reason: .size))
-                bytes -= entry.bodySize
+            for victim in tooLarge {
+                bytes -= victim.entry.bodySize
                 count -= 1
             }
             victims += tooLarge.sorted { $0.hash < $1.hash }
