@@ -85,11 +85,8 @@ struct ResponseParser {
                 try rest.withUnsafeBytes { try consume($0, handle) }
                 return
             case .sized(let remaining):
-                let count = min(remaining, input.count)
-                try countBody(count)
-                try handle(.body(UnsafeRawBufferPointer(rebasing: input.prefix(count))))
-                input = input.dropFirst(count)
-                state = remaining == count ? .complete : .sized(remaining: remaining - count)
+                let left = try handOnBody(upTo: remaining, of: &input, handle)
+                state = left == 0 ? .complete : .sized(remaining: left)
             case .untilClose:
                 try countBody(input.count)
                 try handle(.body(UnsafeRawBufferPointer(rebasing: input)))
@@ -120,11 +117,8 @@ struct ResponseParser {
                 guard size <= bodyLimit - bodyBytes else { throw URLError(.dataLengthExceedsMaximum) }
                 state = .chunkData(remaining: size)
             case .chunkData(let remaining):
-                let count = min(remaining, input.count)
-                try countBody(count)
-                try handle(.body(UnsafeRawBufferPointer(rebasing: input.prefix(count))))
-                input = input.dropFirst(count)
-                state = remaining == count ? .chunkEnd : .chunkData(remaining: remaining - count)
+                let left = try handOnBody(upTo: remaining, of: &input, handle)
+                state = left == 0 ? .chunkEnd : .chunkData(remaining: left)
             case .chunkEnd:
                 // RFC 9112 §7.1: chunk-data CRLF.
                 let take = min(input.count, 2 - pending.count)
@@ -157,6 +151,18 @@ struct ResponseParser {
         case .head, .chunkLine, .chunkData, .chunkEnd:
             throw URLError(.badServerResponse)
         }
+    }
+
+    /// Hands on up to `remaining` bytes of `input` as body and drops them from it; returns how
+    /// many are still due.
+    private mutating func handOnBody(
+        upTo remaining: Int, of input: inout Slice<UnsafeRawBufferPointer>, _ handle: (Event) throws -> Void
+    ) throws -> Int {
+        let count = min(remaining, input.count)
+        try countBody(count)
+        try handle(.body(UnsafeRawBufferPointer(rebasing: input.prefix(count))))
+        input = input.dropFirst(count)
+        return remaining - count
     }
 
     /// Counts `bytes` more of the body as sent.

@@ -199,7 +199,7 @@ extension CacheDirectory {
         // Locks, counters and the reserve hold nothing to keep: a copy of whatever the link
         // points to (any file at all) would only be in the way.
         let isMadeAnew = [Self.lockFile, Self.daemonFile, Self.statsFile, Self.reserveFile].contains(link)
-        let linkPath = "\(path)/\(link)", removal = "`rm \(SharedCacheError.shellWord("\(path)/\(link)"))`"
+        let linkPath = "\(path)/\(link)", removal = "`rm \(SharedCacheError.shellWord(linkPath))`"
         // A link to nothing leaves nothing to put in its place (what it held is gone): removed,
         // the folder is made anew, and the limits of a config go back to the defaults.
         let target = System.linkTarget(atPath: linkPath)
