@@ -130,16 +130,22 @@ struct CompactionTests {
         #expect(try cache.verify().isClean)
     }
 
+    /// A cache of blob files on a test clock, with a grace period of 10 s, holding one expired
+    /// entry, "victim", of `body`; the cache, its clock and the victim's blob file.
+    static func expiredVictim(_ body: Data, in path: String) throws -> (SharedCache, TestClock, blob: String) {
+        let clock = TestClock()
+        var configuration = Self.quickGrace.judgingTime(by: clock)
+        configuration.evictionGracePeriod = .seconds(10)
+        let cache = try SharedCache(directory: path, configuration: configuration.withBlobFiles)
+        try cache.put(key: "victim", data: body, metadata: EntryMetadata(expiry: .at(.distantPast)))
+        return (cache, clock, "\(path)/blobs/\(try #require(try blobFiles(in: path).first))")
+    }
+
     /// The grace period runs on the configured clock, as expiry does: the test moves it, so a
     /// loaded machine cannot end the period before the checks within it run.
     @Test func evictionsAreJournaledBeforeTheirBlobsAreUnlinked() throws {
         let directory = try TemporaryDirectory()
-        let clock = TestClock()
-        var configuration = Self.quickGrace.judgingTime(by: clock)
-        configuration.evictionGracePeriod = .seconds(10)
-        let cache = try SharedCache(directory: directory("cache"), configuration: configuration.withBlobFiles)
-        try cache.put(key: "victim", data: Data("pinned body".utf8), metadata: EntryMetadata(expiry: .at(.distantPast)))
-        let blob = directory("cache/blobs/\(try #require(try blobFiles(in: directory("cache")).first))")
+        let (cache, clock, blob) = try Self.expiredVictim(Data("pinned body".utf8), in: directory("cache"))
         let pinned = try #require(FileHandle(forReadingAtPath: blob))  // a reader that opened it
 
         let compactor = try Compactor(cache: cache)
@@ -249,12 +255,7 @@ struct CompactionTests {
     /// its blob gone.
     @Test func anOldEvictedBlobStillWaitsOutItsGracePeriod() throws {
         let directory = try TemporaryDirectory()
-        let clock = TestClock()
-        var configuration = Self.quickGrace.judgingTime(by: clock)
-        configuration.evictionGracePeriod = .seconds(10)
-        let cache = try SharedCache(directory: directory("cache"), configuration: configuration.withBlobFiles)
-        try cache.put(key: "victim", data: Data("old body".utf8), metadata: EntryMetadata(expiry: .at(.distantPast)))
-        let blob = directory("cache/blobs/\(try #require(try blobFiles(in: directory("cache")).first))")
+        let (cache, clock, blob) = try Self.expiredVictim(Data("old body".utf8), in: directory("cache"))
         try backdate(blob)
 
         let compactor = try Compactor(cache: cache)

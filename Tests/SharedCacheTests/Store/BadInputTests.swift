@@ -213,12 +213,7 @@ struct BadInputTests {
         }
 
         let blob = directory("cache/blobs/\(try #require(try blobFiles(in: directory("cache")).first))")
-        let handle = try #require(FileHandle(forUpdatingAtPath: blob))
-        try handle.seek(toOffset: try handle.seekToEnd() - 1000)
-        let byte = try #require(try handle.read(upToCount: 1))
-        try handle.seek(toOffset: try handle.offset() - 1)
-        try handle.write(contentsOf: Data([byte[0] ^ 0x40]))
-        try handle.close()
+        try flipByte(at: -1000, inFileAt: blob)
 
         let read = pinned.reader()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)

@@ -173,13 +173,8 @@ struct PackSegmentTests {
         try cache.put(key: "last", data: Self.body(3, size: size))
         let segment = directory("cache/packs/\(try #require(try packSegments(in: directory("cache")).first))")
         let location = try #require(try cache.engine.currentEntry(KeyHash(key: "victim"))).location
-        let handle = try #require(FileHandle(forUpdatingAtPath: segment))
         let at = offset < 0 ? location.position + UInt64(location.length) - 1 : location.position + UInt64(offset)
-        try handle.seek(toOffset: at)
-        let original = try #require(try handle.read(upToCount: 1)).first!
-        try handle.seek(toOffset: at)
-        try handle.write(contentsOf: [original ^ 0x40])
-        try handle.close()
+        try flipByte(at: Int64(at), inFileAt: segment)
 
         #expect(try cache.get(key: "victim") == nil)
         #expect(try cache.statistics().damagedBlobs == 1)
@@ -210,20 +205,24 @@ struct PackSegmentTests {
         #expect(try reopened.get(key: "k7") == nil)
     }
 
+    /// The names of three finished segments, k0, k1 and k2 one in each (three writers at once,
+    /// then closed), each opened by `reader`, which reads all three entries.
+    static func threeFinishedSegments(in path: String, readBy reader: SharedCache) throws -> [String] {
+        do {
+            let writers = try (0..<3).map { _ in try SharedCache(directory: path, configuration: Self.diskOnly) }
+            for (index, writer) in writers.enumerated() { try writer.put(key: "k\(index)", data: Self.body(index)) }
+        }
+        let segments = try packSegments(in: path)
+        #expect(segments.count == 3)
+        for index in 0..<3 { #expect(try reader.get(key: "k\(index)") != nil) }
+        return segments
+    }
+
     /// A finished segment with no entry left goes whole, and every process lets go of it.
     @Test func anEmptyFinishedSegmentIsRetiredAndEveryProcessClosesIt() throws {
         let directory = try TemporaryDirectory()
         let reader = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
-        do {
-            // Three writers at once, so three segments; closed, each segment is finished.
-            let writers = try (0..<3).map { _ in
-                try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
-            }
-            for (index, writer) in writers.enumerated() { try writer.put(key: "k\(index)", data: Self.body(index)) }
-        }
-        let segments = try packSegments(in: directory("cache"))
-        #expect(segments.count == 3)
-        for index in 0..<3 { #expect(try reader.get(key: "k\(index)") != nil) }  // opens every segment
+        let segments = try Self.threeFinishedSegments(in: directory("cache"), readBy: reader)
         #expect(Self.openDescriptors(to: directory("cache/packs/")).count == 3)
         #if os(Linux)
         withKnownIssue("a sanitizer's runtime may keep segments unmapped", isIntermittent: true) {
@@ -262,15 +261,7 @@ struct PackSegmentTests {
     @Test func aProcessThatResynchronizesClosesTheSegmentsRetiredMeanwhile() throws {
         let directory = try TemporaryDirectory()
         let reader = try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
-        do {
-            let writers = try (0..<3).map { _ in
-                try SharedCache(directory: directory("cache"), configuration: Self.diskOnly)
-            }
-            for (index, writer) in writers.enumerated() { try writer.put(key: "k\(index)", data: Self.body(index)) }
-        }
-        let segments = try packSegments(in: directory("cache"))
-        #expect(segments.count == 3)
-        for index in 0..<3 { #expect(try reader.get(key: "k\(index)") != nil) }  // opens every segment
+        let segments = try Self.threeFinishedSegments(in: directory("cache"), readBy: reader)
         #expect(try reader.remove(key: "k0"))
         #expect(try reader.remove(key: "k1"))
         #expect(Self.openDescriptors(to: directory("cache/packs/")).count == 3)
@@ -425,12 +416,7 @@ struct PackSegmentTests {
         try cache.put(key: "bystander", data: Data(repeating: 8, count: 1000))
         let location = try #require(try cache.engine.currentEntry(KeyHash(key: "victim"))).location
         let segment = directory("cache/packs/\(try #require(try packSegments(in: directory("cache")).first))")
-        let handle = try #require(FileHandle(forUpdatingAtPath: segment))
-        try handle.seek(toOffset: location.position + 20)  // inside the record's header
-        let byte = try #require(try handle.read(upToCount: 1)?.first)
-        try handle.seek(toOffset: location.position + 20)
-        try handle.write(contentsOf: [byte ^ 0x40])
-        try handle.close()
+        try flipByte(at: Int64(location.position) + 20, inFileAt: segment)  // inside the record's header
 
         let report = try cache.verify()
         #expect(report.problems.map(\.kind) == [.damagedBlob], "\(report.problems)")
@@ -529,13 +515,8 @@ struct PackSegmentTests {
         for index in 2..<10 { #expect(try cache.remove(key: "k\(index)")) }
         // A body byte of k1's record flipped, before anyone read it.
         let location = try #require(try cache.engine.currentEntry(KeyHash(key: "k1"))).location
-        let handle = try #require(FileHandle(forUpdatingAtPath: directory("cache/packs/\(old[0])")))
-        let at = location.position + UInt64(location.length) - 1
-        try handle.seek(toOffset: at)
-        let original = try #require(try handle.read(upToCount: 1)).first!
-        try handle.seek(toOffset: at)
-        try handle.write(contentsOf: [original ^ 0x40])
-        try handle.close()
+        try flipByte(
+            at: Int64(location.position) + Int64(location.length) - 1, inFileAt: directory("cache/packs/\(old[0])"))
         try Self.age(old.map { directory("cache/packs/\($0)") })
 
         let report = try cache.compact()

@@ -238,24 +238,21 @@ struct BodyStreamingTests {
         for target in ["file", "stdout"] {
             #expect(try await run("put", "damaged", input: body).status == 0)
             let blob = try #require(try blobFiles(in: cache).first)
-            let path = "\(cache)/blobs/\(blob)"
-            let handle = try #require(FileHandle(forUpdatingAtPath: path))
-            try handle.seek(toOffset: try handle.seekToEnd() - 100)  // in the last megabyte
-            let byte = try #require(try handle.read(upToCount: 1))
-            try handle.seek(toOffset: try handle.offset() - 1)
-            try handle.write(contentsOf: Data([byte[0] ^ 0x40]))
-            try handle.close()
-
-            let folder = directory("out-\(target)")
-            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
-            let result =
-                target == "file"
-                ? try await run("get", "damaged", "-o", "\(folder)/body") : try await run("get", "damaged")
-            #expect(result.status == 1)
-            #expect(result.output.isEmpty)
-            #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
-            #expect(try await run("show", "damaged").status == 1)  // journaled as corrupt
+            try flipByte(at: -100, inFileAt: "\(cache)/blobs/\(blob)")  // in the last megabyte
+            try await expectNothingWrittenOut(of: "damaged", to: target)
         }
+    }
+
+    /// `get KEY` of a damaged body, to a file (`target` "file") or standard output: it exits 1,
+    /// writes nothing, and the entry is journaled as corrupt.
+    func expectNothingWrittenOut(of key: String, to target: String) async throws {
+        let folder = directory("out-\(target)")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        let result = target == "file" ? try await run("get", key, "-o", "\(folder)/body") : try await run("get", key)
+        #expect(result.status == 1)
+        #expect(result.output.isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
+        #expect(try await run("show", key).status == 1)  // journaled as corrupt
     }
 
     /// The same for a packed body, which is read whole and checked before any of it is handed
@@ -270,22 +267,8 @@ struct BodyStreamingTests {
             // The newest record of the body is the one the entry names.
             let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
             let stored = try #require(bytes.range(of: body, options: .backwards))
-            let handle = try #require(FileHandle(forUpdatingAtPath: path))
-            try handle.seek(toOffset: UInt64(stored.lowerBound + 500))
-            let byte = try #require(try handle.read(upToCount: 1))
-            try handle.seek(toOffset: UInt64(stored.lowerBound + 500))
-            try handle.write(contentsOf: Data([byte[0] ^ 0x40]))
-            try handle.close()
-
-            let folder = directory("out-\(target)")
-            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
-            let result =
-                target == "file"
-                ? try await run("get", "damaged", "-o", "\(folder)/body") : try await run("get", "damaged")
-            #expect(result.status == 1)
-            #expect(result.output.isEmpty)
-            #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
-            #expect(try await run("show", "damaged").status == 1)  // journaled as corrupt
+            try flipByte(at: Int64(stored.lowerBound + 500), inFileAt: path)
+            try await expectNothingWrittenOut(of: "damaged", to: target)
         }
     }
 
