@@ -10,7 +10,7 @@ import Musl
 package final class InotifySource: ChangeSource {
     private let inotify: FileDescriptor
     private let stop: StopSignal
-    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 8)
+    private let buffer: UnsafeMutableRawBufferPointer
 
     /// Watches `folder` of `directory` for files created, modified, moved in or deleted.
     package init(folder: String, of directory: CacheDirectory, stop: StopSignal) throws(SystemError) {
@@ -19,6 +19,9 @@ package final class InotifySource: ChangeSource {
         let path = "\(directory.path)/\(folder)"
         let mask = UInt32(IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_ONLYDIR | IN_DONT_FOLLOW)
         try System.addWatch(inotify.rawValue, path: path, mask: mask)
+        // Allocated last: an initializer that throws never runs `deinit`, which frees it, so a
+        // buffer allocated before a failed `inotify_init1` (EMFILE) leaked.
+        buffer = .allocate(byteCount: 16 * 1024, alignment: 8)
     }
 
     deinit { buffer.deallocate() }

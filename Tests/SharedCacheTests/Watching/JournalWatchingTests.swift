@@ -44,13 +44,10 @@ struct JournalWatchingTests {
         #expect(try owner.remove(key: "__end__"))
         let lines = try #require(await subscriber.output?.rest(within: .seconds(60)), "the removal was not heard")
         let said = await subscriber.errors?.rest(within: .seconds(60)) ?? []
-        let status = await subscriber.wait()
-        // Once, in the whole suite under the address sanitizer, the subscriber ended with another
-        // status after it had heard the removal (what it said was not kept then); not seen again,
-        // alone or with every core busy. Visible, with what it says, until explained.
-        withKnownIssue("the subscriber's exit, once under the address sanitizer", isIntermittent: true) {
-            #expect(status == .exited(0), "\(said)")
-        }
+        // Under the address sanitizer, its leak check at exit found the read buffer the failed
+        // inotify source had allocated, and the subscriber exited 1 (now and then: the check
+        // runs at exit). What it says is kept for the message.
+        #expect(await subscriber.wait() == .exited(0), "\(said)")
         // "SEQUENCE HASH REASON", one line a removal.
         let heard = lines.map { $0.split(separator: " ").dropFirst().joined(separator: " ") }
         #expect(heard.contains("\(KeyHash(key: "__end__").hex) manual"))
