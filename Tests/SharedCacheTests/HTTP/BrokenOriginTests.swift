@@ -141,6 +141,30 @@ struct BrokenOriginTests {
         #expect(sent.allSatisfy { ($0 ?? .max) < 64 << 20 }, "\(sent)")
     }
 
+    /// The advice for a body past the size limit, followed: with `size-limit` set above the
+    /// body's length (`sharedcache config size-limit`), a process that opens the cache then
+    /// fetches and stores it.
+    @Test func aBodyPastTheSizeLimitIsFetchedOnceTheLimitIsSetAboveIt() async throws {
+        let body = String(repeating: "b", count: 2 << 20)
+        let origin = try RawOrigin([
+            "HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nContent-Encoding: x-unknown\r\n"
+                + "Content-Length: \(body.utf8.count)\r\n\r\n" + body
+        ])
+        let directory = try TemporaryDirectory()
+        let cache = try SharedCache(directory: directory("cache"), configuration: Configuration(sizeLimit: 1 << 20))
+        let refused = await #expect(throws: SharedCacheError.self) {
+            try await cache.fetch(URLRequest(url: origin.url("/large")))
+        }
+        #expect((refused?.underlyingError as? URLError)?.code == .dataLengthExceedsMaximum)
+
+        let set = try await Tool.admin.run(["--dir", directory("cache"), "config", "size-limit", "4M"])
+        #expect(set.status == 0, "\(set.errors)")
+        let reopened = try SharedCache(directory: directory("cache"))
+        let fetched = try await reopened.fetch(URLRequest(url: origin.url("/large")))
+        #expect(fetched.data == Data(body.utf8))
+        #expect(try reopened.statistics().entryCount == 1)
+    }
+
     /// Interim heads and the final one.
     enum EndlessHeads: CaseIterable, CustomTestStringConvertible {
         case anInterimHeadThenAFinalOneWithoutEnd, interimHeadsWithoutEnd
