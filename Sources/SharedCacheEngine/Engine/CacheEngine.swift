@@ -334,7 +334,8 @@ package final class CacheEngine: Sendable {
             return location
         }
         count { $0.stores += 1 }
-        let entry = CacheEntry(header, key: key)
+        let entry = CacheEntry(
+            key: key, hash: hash, metadata: metadata, size: header.bodySize, storedAt: storedAt, expiresAt: expiresAt)
         // Built only for the memory tier: a copy of the entry is a dozen reference counts a put.
         if keepsBodiesInMemory { remember(CacheHit(data: data, entry: entry), for: hash, at: location) }
         return (entry, location)
@@ -379,13 +380,16 @@ package final class CacheEngine: Sendable {
     package func commitStored(
         _ header: BlobHeader, at location: BodyLocation, afterCatchingUp: () throws -> Void = {}
     ) throws {
-        let stored = StoredRecord(
-            hash: header.keyHash, location: location, bodySize: header.bodySize, storedAt: header.storedAt,
-            expiresAt: header.expiresAt, key: header.key, etag: header.etag, writer: .current)
+        let records: [JournalRecord] = [
+            .stored(
+                StoredRecord(
+                    hash: header.keyHash, location: location, bodySize: header.bodySize, storedAt: header.storedAt,
+                    expiresAt: header.expiresAt, key: header.key, etag: header.etag, writer: .current))
+        ]
         let replaced: [BodyLocation]
         do {
             replaced = try withAppendLock(shared: appendsConcurrently, afterCatchingUp: afterCatchingUp) { live in
-                let appended = try live.append { _ in ([.stored(stored)], ()) }
+                let appended = try live.append { _ in (records, ()) }
                 return (appended.replaced, appended.segment)
             }
         } catch let unconfirmed as UnconfirmedAppend {

@@ -64,10 +64,9 @@ public struct CacheEntry: Sendable, Hashable {
     public var expiresAt: Date?
     package var attributes: [UInt8]
 
-    /// The entry `header` describes; `key` is the string its key bytes came from, when the
-    /// caller has it (a put), which spares decoding them again.
-    package init(_ header: BlobHeader, key: String? = nil) {
-        self.key = key ?? String(decoding: header.key, as: UTF8.self)
+    /// The entry `header` describes.
+    package init(_ header: BlobHeader) {
+        key = String(decoding: header.key, as: UTF8.self)
         hash = header.keyHash
         size = header.bodySize
         etag = header.etag.isEmpty ? nil : String(decoding: header.etag, as: UTF8.self)
@@ -93,6 +92,20 @@ public struct CacheEntry: Sendable, Hashable {
         storedAt = Date(millisecondsSince1970: header.storedAt)
         expiresAt = header.expiresAt == .max ? nil : Date(millisecondsSince1970: header.expiresAt)
         attributes = header.attributes.isEmpty ? [] : Array(bytes[header.attributes])
+    }
+
+    /// The entry a put of `key` with `metadata` stores: what its header will say, from the
+    /// put's own values rather than decoded again from the header's bytes.
+    package init(key: String, hash: KeyHash, metadata: EntryMetadata, size: UInt64, storedAt: Int64, expiresAt: Int64) {
+        self.key = key
+        self.hash = hash
+        self.size = size
+        // The header keeps an absent and an empty value alike, as no bytes.
+        etag = metadata.etag?.isEmpty == false ? metadata.etag : nil
+        lastModified = metadata.lastModified?.isEmpty == false ? metadata.lastModified : nil
+        self.storedAt = Date(millisecondsSince1970: storedAt)
+        self.expiresAt = expiresAt == .max ? nil : Date(millisecondsSince1970: expiresAt)
+        attributes = metadata.attributes
     }
 
     package init(
