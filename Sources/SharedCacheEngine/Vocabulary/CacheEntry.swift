@@ -140,13 +140,25 @@ public struct CacheHit: Sendable {
     /// The body: exactly the bytes one put stored, checked against their checksum.
     public var data: Data
     /// The body's metadata.
-    public var entry: CacheEntry
+    public var entry: CacheEntry {
+        get { metadata.entry }
+        set { metadata = Metadata(newValue) }
+    }
     /// Where the body was found: ``CacheType/memory`` or ``CacheType/disk``.
     public var cacheType: CacheType
 
+    /// The entry, held by reference: a hit passes through several calls on its way out of a
+    /// get, and the entry inline (its key, ETag, dates: 160 bytes) was copied at each.
+    private var metadata: Metadata
+
+    private final class Metadata: Sendable {
+        let entry: CacheEntry
+        init(_ entry: CacheEntry) { self.entry = entry }
+    }
+
     package init(data: Data, entry: CacheEntry, cacheType: CacheType = .disk) {
         self.data = data
-        self.entry = entry
+        self.metadata = Metadata(entry)
         self.cacheType = cacheType
     }
 }
