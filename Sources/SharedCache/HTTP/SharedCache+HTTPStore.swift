@@ -419,9 +419,17 @@ extension CacheEngine {
             birth: Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: response.headers))
     }
 
+    /// The largest response body stored: the size limit (a larger one would only be evicted,
+    /// alone, by the next compaction, having made the directory too large meanwhile); `.max`
+    /// when the cache has none.
+    var storedBodyLimit: Int64 {
+        let limit = configuration.sizeLimit
+        return limit == 0 ? .max : Int64(clamping: limit)
+    }
+
     /// Stores a response to a GET as
     /// ``storagePlan(primaryKey:request:response:requestTime:responseTime:heuristicCap:)`` says; a
-    /// 206 as a part, as `storePart` says.
+    /// 206 as a part, as `storePart` says. Not a body larger than ``storedBodyLimit``.
     ///
     /// Runs under the URL's fetch lock, which is what keeps the variant list consistent.
     /// - Returns: what was stored, or `nil` if nothing was.
@@ -430,6 +438,7 @@ extension CacheEngine {
         primaryKey: String, request: URLRequest, response: TransportResponse, requestTime: Int64,
         responseTime: Int64, heuristicCap: Int64?
     ) throws -> StoredOutcome? {
+        guard Int64(response.body.count) <= storedBodyLimit else { return nil }
         if response.status == 206 {
             return try storePart(
                 primaryKey: primaryKey, request: request, response: response, requestTime: requestTime,

@@ -261,6 +261,108 @@ struct LargeBodyTests {
         #expect(try temporaryFiles().isEmpty)
     }
 
+    // MARK: Bodies larger than the size limit
+
+    /// A cache whose size limit is `limit` bytes.
+    func cache(sizeLimit limit: Int) throws -> SharedCache {
+        try SharedCache(directory: directory("cache"), configuration: Configuration(sizeLimit: UInt64(limit)))
+    }
+
+    /// Expects `cache` to hold nothing, and to have journaled nothing since `sequence`: no
+    /// entry, no byte, no blob file, nothing left in its folder for files being written, and
+    /// `verify` clean.
+    func expectNothingStored(
+        in cache: SharedCache, since sequence: UInt64, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        let statistics = try cache.statistics()
+        #expect(statistics.entryCount == 0 && statistics.totalBytes == 0, sourceLocation: sourceLocation)
+        #expect(statistics.journalSequence == sequence, "a store was journaled", sourceLocation: sourceLocation)
+        #expect(try cache.entries().isEmpty, sourceLocation: sourceLocation)
+        #expect(try blobFiles(in: directory("cache")).isEmpty, sourceLocation: sourceLocation)
+        #expect(try temporaryFiles().isEmpty, sourceLocation: sourceLocation)
+        let report = try cache.verify()
+        #expect(report.isClean, "\(report.problems)", sourceLocation: sourceLocation)
+    }
+
+    /// The size limit and the body: one held in memory until it goes past the limit (256 KiB),
+    /// and one going to its entry's file when it does (2 MiB: past the megabyte held in memory).
+    static let limits = [256 << 10, 2 << 20]
+
+    /// A body one byte over the size limit, with its `Content-Length`, is served whole and not
+    /// stored (`Cache-Status` says why), and is fetched again next time; one exactly at the
+    /// limit is stored (`sharedcache(5)`: `size-limit` is the largest body kept).
+    @Test(arguments: limits)
+    func aBodyOverTheSizeLimitIsServedButNotStored(limit: Int) async throws {
+        let atLimit = Self.body(megabytes: 3).prefix(limit)
+        var overLimit = Self.body(megabytes: 3).prefix(limit + 1)
+        overLimit[overLimit.endIndex - 1] = 0x5A
+        try origin.write("/fresh/over.bin", overLimit)
+        try origin.write("/fresh/at.bin", atLimit)
+        let cache = try cache(sizeLimit: limit)
+        let sequence = try cache.statistics().journalSequence
+        for expectedRequests in [1, 2] {
+            let over = try await cache.fetch(URLRequest(url: origin.url("/fresh/over.bin")))
+            #expect(over.source == .downloaded && over.status == 200)
+            #expect(over.data == overLimit)
+            #expect(over.cacheStatus == "SharedCache; fwd=uri-miss; fwd-status=200; detail=too-large")
+            try expectNothingStored(in: cache, since: sequence)
+            #expect(origin.requests(to: "/fresh/over.bin", atLeast: expectedRequests).count == expectedRequests)
+        }
+        let at = try await cache.fetch(URLRequest(url: origin.url("/fresh/at.bin")))
+        #expect(at.data == atLimit && at.cacheStatus?.contains("; stored; ") == true, "\(at.cacheStatus ?? "-")")
+        let hit = try await cache.fetch(URLRequest(url: origin.url("/fresh/at.bin")))
+        #expect(hit.source == .fresh && hit.data == atLimit)
+        #expect(try cache.entry(forKey: SharedCache.cacheKey(for: origin.url("/fresh/at.bin")))?.size == UInt64(limit))
+        #expect(try temporaryFiles().isEmpty)
+        #expect(try cache.verify().isClean)
+    }
+
+    /// A chunked response of `size` bytes whose chunks differ (64 KiB each, the last one shorter),
+    /// fresh for an hour, from an origin that closes the connection after it.
+    static func chunkedResponse(size: Int) -> (response: String, body: Data) {
+        var head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nCache-Control: max-age=3600\r\n"
+        head += "Connection: close\r\n\r\n"
+        var body = ""
+        var chunks = ""
+        var offset = 0
+        while offset < size {
+            let count = min(64 << 10, size - offset)
+            let letter = Character(UnicodeScalar(UInt8(ascii: "a") + UInt8(offset / (64 << 10) % 26)))
+            var chunk = String(repeating: letter, count: count - 1)
+            chunk += String(offset % 10)
+            chunks += String(count, radix: 16) + "\r\n" + chunk + "\r\n"
+            body += chunk
+            offset += count
+        }
+        return (head + chunks + "0\r\n\r\n", Data(body.utf8))
+    }
+
+    /// The same without a `Content-Length` (chunked): the size limit is found only as the body
+    /// arrives. One byte over it, the body is served whole and not stored (the store that had
+    /// begun leaves nothing behind, and journals nothing); exactly at it, it is stored.
+    @Test(.enabled(if: RawOrigin.isAvailable, "needs python3"), arguments: limits)
+    func aChunkedBodyOverTheSizeLimitIsServedButNotStored(limit: Int) async throws {
+        let over = Self.chunkedResponse(size: limit + 1)
+        let at = Self.chunkedResponse(size: limit)
+        let raw = try RawOrigin([over.response, over.response, at.response, at.response])
+        let cache = try cache(sizeLimit: limit)
+        let sequence = try cache.statistics().journalSequence
+        for _ in 0..<2 {
+            let fetched = try await cache.fetch(URLRequest(url: raw.url("/over.txt")))
+            #expect(fetched.source == .downloaded && fetched.status == 200)
+            #expect(fetched.data == over.body)
+            #expect(fetched.cacheStatus == "SharedCache; fwd=uri-miss; fwd-status=200; detail=too-large")
+            try expectNothingStored(in: cache, since: sequence)
+        }
+        let stored = try await cache.fetch(URLRequest(url: raw.url("/at.txt")))
+        #expect(stored.data == at.body && stored.cacheStatus?.contains("; stored; ") == true)
+        let hit = try await cache.fetch(URLRequest(url: raw.url("/at.txt")))
+        #expect(hit.source == .fresh && hit.data == at.body)
+        #expect(try cache.entry(forKey: SharedCache.cacheKey(for: raw.url("/at.txt")))?.size == UInt64(limit))
+        #expect(try temporaryFiles().isEmpty)
+        #expect(try cache.verify().isClean)
+    }
+
     /// Issue 17's bound: a 200 MB fetch, a hit on it, and a download of it to a file, each in a
     /// process of its own, grow
     /// resident memory by less than 32 MB (measured from after a first small fetch, which loads
