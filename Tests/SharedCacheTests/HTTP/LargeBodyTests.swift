@@ -390,6 +390,32 @@ struct LargeBodyTests {
             #expect(grown < 32 << 10, "\(line) \(run.errors)")
         }
     }
+
+    /// A body larger than the size limit is not stored, and still not held in memory: a 100 MB
+    /// fetch into a cache limited to 16 MiB grows resident memory by less than 32 MB, as a
+    /// stored one does (the bound and the rate as in the test above).
+    @Test(.enabled(if: !Requirements.underSanitizer, "resident memory is not the program's under a sanitizer"))
+    func aBodyOverTheSizeLimitStaysUnderThirtyTwoMegabytesResident() async throws {
+        let path = origin.directory("www/rated/over.bin")
+        try origin.write("/rated/over.bin", Self.body(megabytes: 100))
+        try origin.write("/fresh/small.txt", "warm-up")
+        _ = try cache(sizeLimit: 16 << 20)
+        let arguments = [
+            "fetch-memory", directory("cache"), origin.url("/rated/over.bin").absoluteString,
+            origin.url("/fresh/small.txt").absoluteString, path, "fetch",
+        ]
+        let run = try await Worker.run(arguments)
+        #expect(run.status == 0, "\(run.errors)")
+        let line = run.output.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(line.contains("source=downloaded bytes=\(100 << 20) intact=true"), "\(line)")
+        let grown = Worker.counters(line)["grown_kb"] ?? .max
+        #expect(grown < 32 << 10, "\(line) \(run.errors)")
+        print("a 100 MB body over the size limit: \(line)")
+        let cache = try cache()
+        #expect(try cache.statistics().entryCount == 1, "only the warm-up is stored")
+        #expect(try blobFiles(in: directory("cache")).isEmpty)
+        #expect(try temporaryFiles().isEmpty)
+    }
 }
 
 /// Announces a 4 MiB body and hands on 3 MiB of it; then returns as if the body had ended, or
