@@ -505,8 +505,11 @@ extension CacheEngine {
                 key: key, data: data, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
             return StoredVersion(key: key, location: location, bodySize: entry.size)
         case .reading(let read):
-            let version = try store(
-                key: key, metadata: metadata, storedAt: birth, expiresAt: expiresAt, pinning: true, readingBody: read)
+            guard
+                case .stored(let version) = try store(
+                    key: key, metadata: metadata, storedAt: birth, expiresAt: expiresAt, pinning: true,
+                    readingBody: read)
+            else { preconditionFailure("a store that always publishes handed its body back") }
             return StoredVersion(
                 key: key, location: version.location, bodySize: version.entry.size, pinned: version.pinned)
         }
