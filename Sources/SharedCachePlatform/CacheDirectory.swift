@@ -144,17 +144,6 @@ package final class CacheDirectory: Sendable {
         }
     }
 
-    /// Creates a file in the temporary folder that has no name: created, then unlinked at once
-    /// (`unlinkat`), so its space goes back when the descriptor and any mapping of it are gone,
-    /// whatever happens to this process. For bytes that must wait on disk rather than in memory
-    /// without ever being a file of the cache. (Not `O_TMPFILE`: Darwin has none.)
-    package func openUnnamedTemporaryFile(purpose: String) throws(SystemError) -> FileDescriptor {
-        let temporary = temporaryName(for: purpose)
-        let file = try openNewTemporaryFile(temporary)
-        try removeFile(temporary)
-        return file
-    }
-
     /// Creates the temporary file `name`, making the temporary folder again if it is gone: a
     /// stray file that stood in its place was removed, as the error about it advised.
     private func openNewTemporaryFile(_ name: String) throws(SystemError) -> FileDescriptor {

@@ -8,13 +8,13 @@ import SharedCachePlatform
 /// size that is stored costs a few megabytes of memory, and the caller gets it back mapped.
 ///
 /// A body larger than the cache's size limit is not stored (the compactor would only evict it,
-/// and every older entry with it if it came last), but still answers the fetch: one that says
-/// so in its `Content-Length` is never sent to the store; one that goes past the limit as it
-/// arrives is taken from the store there (which removes what it wrote and journals nothing).
-/// Either way, past ``memoryLimit`` its bytes are set aside in a file of no name
-/// (``CacheEngine/setAside(readingBody:)``) and come back mapped, as a stored body does. A
-/// body whose length is not known in advance (chunked, or decoded from a `Content-Encoding`)
-/// goes to both from then on, since it may yet pass the limit, until its end or the limit.
+/// and every older entry with it if it came last), but still answers the fetch. Past
+/// ``memoryLimit`` it goes to a store as any other, told not to publish it: from the start when
+/// its `Content-Length` says it is too large, from the moment it passes the limit when its
+/// length is not known in advance (chunked, or decoded from a `Content-Encoding`). Such a store
+/// writes the whole body once, to its temporary file, journals nothing, and hands the body back
+/// mapped from that file, which has no name any more
+/// (``CacheEngine/store(key:metadata:storedAt:expiresAt:pinning:publishing:readingBody:)``).
 ///
 /// Any other body that is not stored (its response forbids it, or the fetch does not hold its
 /// URL's lock) is held in memory whole: a `no-store` body must not be written to disk at all
@@ -33,15 +33,9 @@ final class DownloadReceiver: @unchecked Sendable {
         var description: String { reason }
     }
 
-    /// Why the store was stopped: the body went past the cache's size limit.
-    struct TooLarge: Error {}
-
-    /// Why the copy set aside was dropped: the body was stored, and is served from there.
-    private struct Stored: Error {}
-
     /// What came back, once the transport is done.
     enum Received {
-        /// The body, in memory (or set aside, mapped), not stored yet.
+        /// The body, in memory (or, too large to store, mapped), not stored yet.
         case whole(TransportResponse)
         /// The response was stored as it arrived; the body is the stored one, pinned and
         /// mapped.
@@ -55,23 +49,15 @@ final class DownloadReceiver: @unchecked Sendable {
         /// answer never pays for it); `planned` says whether it was.
         var plan: CacheEngine.StoragePlan?
         var planned = false
-        /// The response was one to store, but its body is larger than the size limit.
+        /// The response was one to store, but its body is larger than the size limit: the
+        /// store (if one starts) is not to publish it.
         var tooLarge = false
-        /// The body's length, when its head says it in advance (`Content-Length`, as sent).
-        var announcedLength: Int64?
         /// Whether the observer was shown the response.
         var announced = false
         var memory = Data()
         var received: Int64 = 0
-        /// Into the store, while the body may be stored.
         var pipe: BodyPipe?
-        var storing: Storing<CacheEngine.StoredOutcome>?
-        /// Into a file of no name, while the body may be too large to store.
-        var asidePipe: BodyPipe?
-        var settingAside: Storing<Data>?
-        /// Bytes went to a store that was then stopped, with no copy set aside: the body cannot
-        /// be served whole (only a body longer than its `Content-Length` gets here).
-        var lost = false
+        var storing: Storing?
     }
 
     /// Who is shown the response while it arrives, and how it would be served (`nil`: not as
@@ -118,16 +104,14 @@ final class DownloadReceiver: @unchecked Sendable {
             // A transport that sent the request again starts over, before any body; a head
             // after some body is not a response this cache can take (the store stops).
             let time = Clock.nowMilliseconds()
-            let interrupted = state.withLock { state -> (pipes: [BodyPipe], received: Int64)? in
-                guard state.received == 0 else {
-                    return ([state.pipe, state.asidePipe].compactMap { $0 }, state.received)
-                }
+            let interrupted = state.withLock { state -> (pipe: BodyPipe?, received: Int64)? in
+                guard state.received == 0 else { return (state.pipe, state.received) }
                 state = State(head: head, headTime: time)
                 return nil
             }
-            if let (pipes, received) = interrupted {
+            if let (pipe, received) = interrupted {
                 let error = Incomplete(reason: "the transport started another response after \(received) bytes")
-                for pipe in pipes { pipe.fail(error) }
+                pipe?.fail(error)
                 throw error
             }
         case .body(let data):
@@ -138,104 +122,64 @@ final class DownloadReceiver: @unchecked Sendable {
                 if !state.planned, let head = state.head {
                     state.plan = planning(head, state.headTime)
                     state.planned = true
-                    state.announcedLength = Self.announcedLength(of: head)
-                    // Announced larger than the limit: never sent to the store.
-                    if state.plan != nil, let length = state.announcedLength, length > sizeLimit {
-                        state.plan = nil
+                    // Announced larger than the limit: its store, if one starts, publishes nothing.
+                    if state.plan != nil, let length = Self.announcedLength(of: head), length > sizeLimit {
                         state.tooLarge = true
                     }
                 }
                 guard !state.announced, let head = state.head, let announcement,
-                    let served = announcement.served(head, state.plan, state.tooLarge)
+                    let served = announcement.served(head, state.tooLarge ? nil : state.plan, state.tooLarge)
                 else { return nil }
                 state.announced = true
                 return served
             }
             if let shown { announcement?.observer.response(shown) }
             if announced { announcement?.observer.piece(data) }
-            let (stopped, pushes) = state.withLock { state in take(data, &state) }
-            stopped?.fail(TooLarge())
-            for (pipe, bytes) in pushes { try pipe.push(bytes) }
+            let next = state.withLock { state -> (BodyPipe, Data)? in
+                state.received += Int64(data.count)
+                // Past the limit as it arrives: the store, if it started, goes on to the end and
+                // then hands the body back instead of publishing it.
+                if state.plan != nil, state.received > sizeLimit { state.tooLarge = true }
+                if let pipe = state.pipe { return (pipe, data) }
+                state.memory.append(data)
+                guard state.memory.count > Self.memoryLimit, let plan = state.plan else { return nil }
+                let (pipe, cache, shared) = (BodyPipe(), cache, self.state)
+                state.pipe = pipe
+                state.storing = Storing {
+                    defer { pipe.stopReading() }
+                    // Asked once the body has ended: after the last `receive`, so it is final.
+                    let publishing = { !shared.withLock { $0.tooLarge } }
+                    return try cache.store(plan, body: .reading(pipe.next, publishing: publishing))
+                }
+                defer { state.memory = Data() }
+                return (pipe, state.memory)
+            }
+            if let (pipe, bytes) = next { try pipe.push(bytes) }
         }
     }
 
-    /// Decides where `data`, the next piece of the body, goes: returns the store's pipe if the
-    /// store is to stop (the body just went past the size limit), and what to push where.
-    private func take(_ data: Data, _ state: inout State) -> (stopped: BodyPipe?, pushes: [(BodyPipe, Data)]) {
-        state.received += Int64(data.count)
-        var stopped: BodyPipe?
-        if state.plan != nil, state.received > sizeLimit {
-            // Past the limit as it arrives: what the store wrote goes, and the body is served
-            // from the copy set aside (or from memory, if it has not left it).
-            state.plan = nil
-            state.tooLarge = true
-            stopped = state.pipe
-            state.pipe = nil
-            if stopped != nil, state.asidePipe == nil { state.lost = true }
-        }
-        var pushes: [(BodyPipe, Data)] = []
-        if let pipe = state.pipe { pushes.append((pipe, data)) }
-        if let aside = state.asidePipe { pushes.append((aside, data)) }
-        guard state.storing == nil, state.settingAside == nil else { return (stopped, pushes) }
-        state.memory.append(data)
-        guard state.memory.count > Self.memoryLimit else { return (stopped, pushes) }
-        let cache = cache
-        if let plan = state.plan {
-            let pipe = BodyPipe()
-            state.pipe = pipe
-            state.storing = Storing {
-                defer { pipe.stopReading() }
-                return try cache.store(plan, body: .reading(pipe.next))
-            }
-            pushes.append((pipe, state.memory))
-        }
-        // A body that may still pass the limit (its length unknown), or has, is set aside.
-        if state.tooLarge || (state.plan != nil && state.announcedLength == nil) {
-            let aside = BodyPipe()
-            state.asidePipe = aside
-            state.settingAside = Storing {
-                defer { aside.stopReading() }
-                return try cache.setAside(readingBody: aside.next)
-            }
-            pushes.append((aside, state.memory))
-        }
-        if !pushes.isEmpty { state.memory = Data() }
-        return (stopped, pushes)
-    }
-
-    /// The response, once the transport returned: the body whole (in memory, or set aside), or
-    /// stored. A body shorter than its `Content-Length` says is not a response: nothing is
-    /// stored. A store stopped at the size limit has removed what it wrote by the time this
-    /// returns.
+    /// The response, once the transport returned: the body whole (in memory, or mapped when a
+    /// store did not publish it, being too large), or stored. A body shorter than its
+    /// `Content-Length` says is not a response: nothing is stored.
     ///
     /// - Throws: ``Incomplete`` for a body cut short; the store's error if it failed.
     func finish() async throws -> Received {
         let current = state.withLock { $0 }
         guard var response = current.head else { throw URLError(.badServerResponse) }
-        if let incomplete = Self.incompleteness(of: response, received: current.received)
-            ?? (current.lost ? Incomplete(reason: "the body went past its Content-Length and the size limit") : nil)
-        {
+        if let incomplete = Self.incompleteness(of: response, received: current.received) {
             await abandon(because: incomplete)
             throw incomplete
         }
-        if let storing = current.storing, current.pipe == nil {
-            // Stopped at the size limit: waited for, so its temporary file is gone.
-            _ = try? await storing.value
+        guard let pipe = current.pipe, let storing = current.storing else {
+            response.body = current.memory
+            return .whole(response)
         }
-        if let pipe = current.pipe, let storing = current.storing {
-            pipe.finish()
-            let outcome: CacheEngine.StoredOutcome
-            do {
-                outcome = try await storing.value
-            } catch {
-                if let aside = current.asidePipe, let settingAside = current.settingAside {
-                    try? await abandon(settingAside, aside, because: error)
-                }
-                throw error
-            }
-            if let aside = current.asidePipe, let settingAside = current.settingAside {
-                try? await abandon(settingAside, aside, because: Stored())
-            }
+        pipe.finish()
+        switch try await storing.value {
+        case .unpublished(let body):
+            response.body = body
+            return .whole(response)
+        case .stored(let outcome):
             let cache = cache
             guard let version = outcome.version,
                 let (pinned, body) = try await cache.offPool({ try cache.pinnedBody(of: version) })
@@ -248,50 +192,28 @@ final class DownloadReceiver: @unchecked Sendable {
             response.body = body
             return .stored(response, outcome, pinned)
         }
-        if let aside = current.asidePipe, let settingAside = current.settingAside {
-            aside.finish()
-            response.body = try await settingAside.value
-        } else {
-            response.body = current.memory
-        }
-        return .whole(response)
     }
 
-    /// The transfer failed with `error`: the store and the copy set aside (if they started)
-    /// stop and remove what they wrote, and are waited for.
+    /// The transfer failed with `error`: the store (if one started) stops and removes what it
+    /// wrote, and is waited for.
     func abandon(because error: any Error) async {
-        let current = state.withLock { ($0.pipe, $0.storing, $0.asidePipe, $0.settingAside) }
-        if let storing = current.1 { try? await abandon(storing, current.0, because: error) }
-        if let settingAside = current.3 { try? await abandon(settingAside, current.2, because: error) }
+        let (pipe, storing) = state.withLock { ($0.pipe, $0.storing) }
+        if let storing { try? await abandon(storing, pipe, because: error) }
     }
 
-    /// Why the store (or the copy set aside) failed, once the transfer stopped because it did
-    /// (``BodyPipe/StoreStopped``); the other is stopped and waited for.
+    /// Why the store failed, once the transfer stopped because it did
+    /// (``BodyPipe/StoreStopped``).
     func storeFailure() async -> any Error {
-        let current = state.withLock { ($0.pipe, $0.storing, $0.asidePipe, $0.settingAside) }
-        var failures: [any Error] = []
-        if let storing = current.1 {
-            do { _ = try await Self.value(of: storing, stoppingWith: current.0) } catch { failures.append(error) }
+        guard let storing = state.withLock({ $0.storing }) else { return BodyPipe.StoreStopped() }
+        do {
+            _ = try await storing.value
+            return BodyPipe.StoreStopped()
+        } catch {
+            return error
         }
-        if let settingAside = current.3 {
-            do { _ = try await Self.value(of: settingAside, stoppingWith: current.2) } catch { failures.append(error) }
-        }
-        // Not the stops this receiver made itself: the failure that made them.
-        return failures.first { !($0 is TooLarge) && !($0 is BodyPipe.StoreStopped) } ?? BodyPipe.StoreStopped()
     }
 
-    /// The outcome of a store that may not have failed itself: one whose reading is still
-    /// open is stopped first, so that it does not wait for a body that no longer comes.
-    private static func value<Outcome>(of storing: Storing<Outcome>, stoppingWith pipe: BodyPipe?) async throws
-        -> Outcome
-    {
-        pipe?.fail(BodyPipe.StoreStopped())
-        return try await storing.value
-    }
-
-    private func abandon<Outcome>(_ storing: Storing<Outcome>, _ pipe: BodyPipe?, because error: any Error)
-        async throws
-    {
+    private func abandon(_ storing: Storing, _ pipe: BodyPipe?, because error: any Error) async throws {
         pipe?.fail(error)
         _ = try await storing.value
     }

@@ -115,7 +115,7 @@ extension HTTPExchange {
             status.stored = await updateFromCallersNotModified(
                 callersCandidate, response, requestTime, responseTime, locked: locked)
         }
-        // Larger than the size limit: served, not stored (the store, if it began, is gone).
+        // Larger than the size limit: served, not stored (a store that began published nothing).
         if receiver.exceededSizeLimit || Int64(response.body.count) > cache.storedBodyLimit {
             if receiver.exceededSizeLimit { status.recordTooLarge() }
             return countedDownload(response, status, stored: nil)

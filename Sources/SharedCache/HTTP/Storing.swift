@@ -2,15 +2,16 @@ import Foundation
 import SharedCacheEngine
 import SharedCachePlatform
 
-/// A store running on a thread of its own, its outcome awaited later: into the cache (its
-/// ``CacheEngine/StoredOutcome``), or into a file of no name (``CacheEngine/setAside(readingBody:)``,
-/// the body mapped). The store waits for the body as it arrives (for minutes, on a slow
-/// network), so it takes a thread from no pool: not the cooperative pool (the receiver feeding
-/// it may block one of its threads, and the store would wait for itself), nor Dispatch's global
-/// queues (whose few threads the cache's other blocking work shares; a store holding one would
-/// stall it, and a store waiting for one would stall, through the full pipe, every transfer of
-/// the session).
-final class Storing<Outcome: Sendable>: Sendable {
+/// A store running on a thread of its own, its outcome awaited later. The store waits for the
+/// body as it arrives (for minutes, on a slow network), so it takes a thread from no pool: not
+/// the cooperative pool (the receiver feeding it may block one of its threads, and the store
+/// would wait for itself), nor Dispatch's global queues (whose few threads the cache's other
+/// blocking work shares; a store holding one would stall it, and a store waiting for one would
+/// stall, through the full pipe, every transfer of the session).
+final class Storing: Sendable {
+    /// What the store did: stored the response, or (told not to publish it) handed back its body.
+    typealias Outcome = CacheEngine.Storage<CacheEngine.StoredOutcome>
+
     private let state = Locked<(outcome: Result<Outcome, any Error>?, waiter: Waiter?)>((nil, nil))
     private typealias Waiter = CheckedContinuation<Outcome, any Error>
 

@@ -363,6 +363,32 @@ struct LargeBodyTests {
         #expect(try cache.verify().isClean)
     }
 
+    /// A body of unknown length (chunked, or decoded from a `Content-Encoding`) that is stored
+    /// is written once: while it streams, the only file of the cache's `tmp/` that this process
+    /// holds open is its entry's temporary file; no copy of it is kept meanwhile in case it goes
+    /// past the size limit (a store that goes past it hands back what it wrote instead).
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/proc/self/fd"), "needs /proc/self/fd"))
+    func aChunkedBodyUnderTheSizeLimitIsWrittenOnce() async throws {
+        let cache = try cache(sizeLimit: 64 << 20)
+        let temporaryFolder = URL(fileURLWithPath: directory("cache/tmp")).resolvingSymlinksInPath().path + "/"
+        let transport = ProbingTransport(size: 9 << 20) {
+            let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+            let files = descriptors.compactMap {
+                try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)")
+            }
+            return files.filter { $0.hasPrefix(temporaryFolder) }
+        }
+        let url = origin.url("/fresh/once.bin")
+        let fetched = try await cache.fetch(URLRequest(url: url), transport: transport)
+        #expect(fetched.data == ProbingTransport.body(size: 9 << 20))
+        #expect(fetched.cacheStatus?.contains("; stored; ") == true, "\(fetched.cacheStatus ?? "-")")
+        let open = try #require(transport.found.withLock { $0 })
+        #expect(open.count == 1 && open.allSatisfy { !$0.hasSuffix("(deleted)") }, "\(open)")
+        #expect(try cache.entry(forKey: SharedCache.cacheKey(for: url))?.size == UInt64(9 << 20))
+        #expect(try blobFiles(in: directory("cache")).count == 1)
+        #expect(try temporaryFiles().isEmpty)
+    }
+
     /// Issue 17's bound: a 200 MB fetch, a hit on it, and a download of it to a file, each in a
     /// process of its own, grow
     /// resident memory by less than 32 MB (measured from after a first small fetch, which loads
@@ -454,6 +480,46 @@ struct RestartingTransport: HTTPTransport {
         try receive(.head(head))
         for _ in 0..<32 { try receive(.body(Data(repeating: 3, count: 64 << 10))) }
         try receive(.head(head))
+        return head
+    }
+}
+
+/// Hands on a storable body of `size` bytes with no length announced (as a chunked or decoded
+/// one arrives), 64 KiB at a time; midway, past what memory and the store's pipe hold (so the
+/// store has been reading, from a file it opened), records what `probe` finds.
+final class ProbingTransport: HTTPTransport, Sendable {
+    let size: Int
+    let probe: @Sendable () -> [String]
+    let found = Locked<[String]?>(nil)
+
+    init(size: Int, probe: @escaping @Sendable () -> [String]) {
+        self.size = size
+        self.probe = probe
+    }
+
+    /// Bytes that differ from one 64 KiB piece to the next.
+    static func body(size: Int) -> Data {
+        Data((0..<size).map { UInt8(truncatingIfNeeded: $0 >> 16 &+ $0) })
+    }
+
+    func send(_ request: URLRequest) async throws -> TransportResponse {
+        throw URLError(.unsupportedURL)  // only the streaming call is used
+    }
+
+    func send(_ request: URLRequest, streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void)
+        async throws -> TransportResponse
+    {
+        let head = TransportResponse(
+            status: 200, headers: ["Cache-Control": "max-age=3600"], body: Data(), url: request.url)
+        try receive(.head(head))
+        let body = Self.body(size: size)
+        var offset = 0
+        while offset < body.count {
+            let count = min(64 << 10, body.count - offset)
+            try receive(.body(body.subdata(in: offset..<offset + count)))
+            offset += count
+            if offset == 7 << 20 { found.withLock { $0 = probe() } }
+        }
         return head
     }
 }
