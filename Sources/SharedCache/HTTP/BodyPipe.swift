@@ -5,7 +5,7 @@ import SharedCacheEngine
 /// that stores it, holding at most ``capacity`` bytes between them: the receiver waits while
 /// the store catches up, so a download of any size costs a few megabytes of memory.
 ///
-/// The store reads it as a ``CacheEngine/store(key:metadata:storedAt:expiresAt:readingBody:)``
+/// The store reads it as a ``CacheEngine/store(key:metadata:storedAt:expiresAt:pinning:publishing:readingBody:)``
 /// body: its end arrives only from ``finish()``, so a transfer that failed or was cut short
 /// ends the read with an error, and nothing is stored.
 ///

@@ -43,8 +43,12 @@ struct CacheStatus: Sendable, Equatable, CustomStringConvertible {
     /// Seconds of freshness left (§2.4); negative when a stale response was served.
     var ttl: Int64?
     /// More about what happened (§2.8): `stale-while-revalidate`, `stale-if-error`, `offline`,
-    /// `lock-timeout`, `range`.
+    /// `lock-timeout`, `range`, ``tooLarge``.
     var detail: String?
+
+    /// The detail of a response that would have been stored but for its body, larger than the
+    /// cache's size limit: it was served, not stored.
+    static let tooLarge = "too-large"
 
     static let hit = CacheStatus()
 

@@ -7,8 +7,18 @@ import SharedCachePlatform
 /// through a ``BodyPipe`` read by a store running on a thread of its own. So a body of any
 /// size that is stored costs a few megabytes of memory, and the caller gets it back mapped.
 ///
-/// A body that is not stored (its response forbids it, or the fetch does not hold its URL's
-/// lock) is held in memory whole.
+/// A body larger than the cache's size limit is not stored (the compactor would only evict it,
+/// and every older entry with it if it came last), but still answers the fetch. Past
+/// ``memoryLimit`` it goes to a store as any other, told not to publish it: from the start when
+/// its `Content-Length` says it is too large, from the moment it passes the limit when its
+/// length is not known in advance (chunked, or decoded from a `Content-Encoding`). Such a store
+/// writes the whole body once, to its temporary file, journals nothing, and hands the body back
+/// mapped from that file, which has no name any more
+/// (``CacheEngine/store(key:metadata:storedAt:expiresAt:pinning:publishing:readingBody:)``).
+///
+/// Any other body that is not stored (its response forbids it, or the fetch does not hold its
+/// URL's lock) is held in memory whole: a `no-store` body must not be written to disk at all
+/// (RFC 9111 §5.2.2.5), and the fetch returns it as `Data`.
 ///
 /// Thread-safe: the transport calls ``receive(_:)`` on its own thread, one call at a time; the
 /// exchange calls the rest once the transport is done.
@@ -25,7 +35,7 @@ final class DownloadReceiver: @unchecked Sendable {
 
     /// What came back, once the transport is done.
     enum Received {
-        /// The body, in memory, not stored yet.
+        /// The body, in memory (or, too large to store, mapped), not stored yet.
         case whole(TransportResponse)
         /// The response was stored as it arrived; the body is the stored one, pinned and
         /// mapped.
@@ -39,6 +49,9 @@ final class DownloadReceiver: @unchecked Sendable {
         /// answer never pays for it); `planned` says whether it was.
         var plan: CacheEngine.StoragePlan?
         var planned = false
+        /// The response was one to store, but its body is larger than the size limit: the
+        /// store (if one starts) is not to publish it.
+        var tooLarge = false
         /// Whether the observer was shown the response.
         var announced = false
         var memory = Data()
@@ -51,13 +64,17 @@ final class DownloadReceiver: @unchecked Sendable {
     /// it came, so it is not shown).
     struct Announcement: Sendable {
         var observer: ResponseObserver
-        var served: @Sendable (TransportResponse, CacheEngine.StoragePlan?) -> FetchResult?
+        /// The response, how it is to be stored (`nil`: it is not), and whether it is not
+        /// stored only for being larger than the size limit.
+        var served: @Sendable (TransportResponse, CacheEngine.StoragePlan?, _ tooLarge: Bool) -> FetchResult?
     }
 
     private let cache: CacheEngine
     /// How to store a response with this head, received at this time; `nil` not to store it.
     private let planning: @Sendable (TransportResponse, Int64) -> CacheEngine.StoragePlan?
     private let announcement: Announcement?
+    /// The largest body stored: the cache's size limit when the fetch began; `.max` for none.
+    private let sizeLimit: Int64
     private let state = Locked(State())
 
     init(
@@ -67,10 +84,15 @@ final class DownloadReceiver: @unchecked Sendable {
         self.cache = cache
         self.announcement = announcement
         planning = plan
+        sizeLimit = cache.storedBodyLimit
     }
 
     /// Whether the observer was shown the response: the fetch must end with it, or fail.
     var announced: Bool { state.withLock { $0.announced } }
+
+    /// Whether the response was one to store but is not, its body being larger than the
+    /// cache's size limit.
+    var exceededSizeLimit: Bool { state.withLock { $0.tooLarge } }
 
     /// Takes the next thing the transport hands on.
     ///
@@ -100,9 +122,13 @@ final class DownloadReceiver: @unchecked Sendable {
                 if !state.planned, let head = state.head {
                     state.plan = planning(head, state.headTime)
                     state.planned = true
+                    // Announced larger than the limit: its store, if one starts, publishes nothing.
+                    if state.plan != nil, let length = Self.announcedLength(of: head), length > sizeLimit {
+                        state.tooLarge = true
+                    }
                 }
                 guard !state.announced, let head = state.head, let announcement,
-                    let served = announcement.served(head, state.plan)
+                    let served = announcement.served(head, state.tooLarge ? nil : state.plan, state.tooLarge)
                 else { return nil }
                 state.announced = true
                 return served
@@ -111,14 +137,19 @@ final class DownloadReceiver: @unchecked Sendable {
             if announced { announcement?.observer.piece(data) }
             let next = state.withLock { state -> (BodyPipe, Data)? in
                 state.received += Int64(data.count)
+                // Past the limit as it arrives: the store, if it started, goes on to the end and
+                // then hands the body back instead of publishing it.
+                if state.plan != nil, state.received > sizeLimit { state.tooLarge = true }
                 if let pipe = state.pipe { return (pipe, data) }
                 state.memory.append(data)
                 guard state.memory.count > Self.memoryLimit, let plan = state.plan else { return nil }
-                let (pipe, cache) = (BodyPipe(), cache)
+                let (pipe, cache, shared) = (BodyPipe(), cache, self.state)
                 state.pipe = pipe
                 state.storing = Storing {
                     defer { pipe.stopReading() }
-                    return try cache.store(plan, body: .reading(pipe.next))
+                    // Asked once the body has ended: after the last `receive`, so it is final.
+                    let publishing = { !shared.withLock { $0.tooLarge } }
+                    return try cache.store(plan, body: .reading(pipe.next, publishing: publishing))
                 }
                 defer { state.memory = Data() }
                 return (pipe, state.memory)
@@ -127,36 +158,40 @@ final class DownloadReceiver: @unchecked Sendable {
         }
     }
 
-    /// The response, once the transport returned: the body whole, or stored. A body shorter
-    /// than its `Content-Length` says is not a response: nothing is stored.
+    /// The response, once the transport returned: the body whole (in memory, or mapped when a
+    /// store did not publish it, being too large), or stored. A body shorter than its
+    /// `Content-Length` says is not a response: nothing is stored.
     ///
     /// - Throws: ``Incomplete`` for a body cut short; the store's error if it failed.
     func finish() async throws -> Received {
-        let (head, memory, received, pipe, storing) = state.withLock {
-            ($0.head, $0.memory, $0.received, $0.pipe, $0.storing)
-        }
-        guard var response = head else { throw URLError(.badServerResponse) }
-        if let incomplete = Self.incompleteness(of: response, received: received) {
-            if let storing { try? await abandon(storing, pipe, because: incomplete) }
+        let current = state.withLock { $0 }
+        guard var response = current.head else { throw URLError(.badServerResponse) }
+        if let incomplete = Self.incompleteness(of: response, received: current.received) {
+            await abandon(because: incomplete)
             throw incomplete
         }
-        guard let pipe, let storing else {
-            response.body = memory
+        guard let pipe = current.pipe, let storing = current.storing else {
+            response.body = current.memory
             return .whole(response)
         }
         pipe.finish()
-        let outcome = try await storing.value
-        let cache = cache
-        guard let version = outcome.version,
-            let (pinned, body) = try await cache.offPool({ try cache.pinnedBody(of: version) })
-        else {
-            throw SharedCacheError(
-                .notCached,
-                "the response was stored, then removed by another process before it could be read; "
-                    + "fetch it again")
+        switch try await storing.value {
+        case .unpublished(let body):
+            response.body = body
+            return .whole(response)
+        case .stored(let outcome):
+            let cache = cache
+            guard let version = outcome.version,
+                let (pinned, body) = try await cache.offPool({ try cache.pinnedBody(of: version) })
+            else {
+                throw SharedCacheError(
+                    .notCached,
+                    "the response was stored, then removed by another process before it could be read; "
+                        + "fetch it again")
+            }
+            response.body = body
+            return .stored(response, outcome, pinned)
         }
-        response.body = body
-        return .stored(response, outcome, pinned)
     }
 
     /// The transfer failed with `error`: the store (if one started) stops and removes what it
@@ -181,6 +216,17 @@ final class DownloadReceiver: @unchecked Sendable {
     private func abandon(_ storing: Storing, _ pipe: BodyPipe?, because error: any Error) async throws {
         pipe?.fail(error)
         _ = try await storing.value
+    }
+
+    /// The body's length as its head announces it, when the body is received as sent: a
+    /// `Content-Length` with no `Content-Encoding` (URLSession decodes one, which changes the
+    /// size), and not for a 304 or a 204, which have no body.
+    static func announcedLength(of response: TransportResponse) -> Int64? {
+        guard response.status != 304, response.status != 204,
+            (response.headers["Content-Encoding"]?.trimmingSpaces().lowercased() ?? "identity") == "identity",
+            case .length(let length) = response.headers.contentLength
+        else { return nil }
+        return Int64(length)
     }
 
     /// Why a body of `received` bytes is not the whole of `response`'s, if it is not: its

@@ -38,11 +38,12 @@ extension HTTPExchange {
         let (cache, request, heuristicCap) = (cache, request, heuristicCap)
         let forwarded = status
         let announcement = observer.map { observer in
-            DownloadReceiver.Announcement(observer: observer) { [self] head, plan in
+            DownloadReceiver.Announcement(observer: observer) { [self] head, plan, tooLarge in
                 guard head.status != 304, head.status < 500 || fallback == nil else { return nil }
                 var shown = forwarded
                 shown.forwardStatus = head.status
                 shown.record(plan.map { CacheEngine.StoredOutcome(lifetime: $0.response.lifetime, birth: $0.birth) })
+                if tooLarge { shown.recordTooLarge() }
                 return downloaded(head, shown)
             }
         }
@@ -113,6 +114,11 @@ extension HTTPExchange {
         if response.status == 304, let callersCandidate {
             status.stored = await updateFromCallersNotModified(
                 callersCandidate, response, requestTime, responseTime, locked: locked)
+        }
+        // Larger than the size limit: served, not stored (a store that began published nothing).
+        if receiver.exceededSizeLimit || Int64(response.body.count) > cache.storedBodyLimit {
+            if receiver.exceededSizeLimit { status.recordTooLarge() }
+            return countedDownload(response, status, stored: nil)
         }
         let store: @Sendable () throws -> CacheEngine.StoredOutcome? = {
             try cache.storeHTTPResponse(
@@ -329,5 +335,13 @@ extension CacheStatus {
         guard let outcome else { return }
         stored = true
         ttl = outcome.ttl(at: Clock.nowMilliseconds())
+    }
+
+    /// Says that a response that would have been stored was not, its body being larger than
+    /// the size limit (`detail=too-large`, with no `stored`), unless a detail is said already.
+    fileprivate mutating func recordTooLarge() {
+        stored = false
+        ttl = nil
+        if detail == nil { detail = Self.tooLarge }
     }
 }

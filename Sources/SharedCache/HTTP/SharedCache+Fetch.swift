@@ -114,7 +114,9 @@ public struct FetchResult: Sendable {
     /// ``headers``: `SharedCache; hit; ttl=N`, `SharedCache; fwd=stale; fwd-status=304; ttl=N`,
     /// `SharedCache; fwd=uri-miss; fwd-status=200; stored; ttl=N`, … (`fwd` is `uri-miss`,
     /// `vary-miss`, `miss`, `partial`, `stale`, `request` or `method`; `detail` names
-    /// `stale-while-revalidate`, `stale-if-error`, `offline`, `range` or `lock-timeout`).
+    /// `stale-while-revalidate`, `stale-if-error`, `offline`, `range`, `lock-timeout`, or
+    /// `too-large` for a response served but not stored, its body being larger than the
+    /// cache's size limit).
     public var cacheStatus: String? {
         headers.reversed().first { $0.name.caseInsensitiveEquals("Cache-Status") && $0.value.hasPrefix("SharedCache") }?
             .value

@@ -372,7 +372,17 @@ extension CacheEngine {
     /// ``BodyPipe`` as it arrives, or from a pinned body).
     enum ResponseBody {
         case data(Data)
-        case reading((UnsafeMutableRawBufferPointer) throws -> StreamedChunk)
+        /// Read a chunk at a time, and stored only if `publishing`, asked once the body has
+        /// ended, says so (``CacheEngine/store(key:metadata:storedAt:expiresAt:pinning:publishing:readingBody:)``).
+        case reading((UnsafeMutableRawBufferPointer) throws -> StreamedChunk, publishing: () -> Bool = { true })
+    }
+
+    /// What storing a response came to: what was stored, or, for a body read a chunk at a time
+    /// that was not to be published, the body itself, with nothing stored, journaled or removed.
+    enum Storage<Stored: Sendable>: Sendable {
+        case stored(Stored)
+        /// The whole body, mapped from a file that has no name any more (when large).
+        case unpublished(Data)
     }
 
     /// How to store a response to a GET if RFC 9111 allows it (``Freshness/isStorable(status:headers:for:)``)
@@ -419,9 +429,17 @@ extension CacheEngine {
             birth: Freshness.birth(requestTime: requestTime, responseTime: responseTime, headers: response.headers))
     }
 
+    /// The largest response body stored: the size limit (a larger one would only be evicted,
+    /// alone, by the next compaction, having made the directory too large meanwhile); `.max`
+    /// when the cache has none.
+    var storedBodyLimit: Int64 {
+        let limit = configuration.sizeLimit
+        return limit == 0 ? .max : Int64(clamping: limit)
+    }
+
     /// Stores a response to a GET as
     /// ``storagePlan(primaryKey:request:response:requestTime:responseTime:heuristicCap:)`` says; a
-    /// 206 as a part, as `storePart` says.
+    /// 206 as a part, as `storePart` says. Not a body larger than ``storedBodyLimit``.
     ///
     /// Runs under the URL's fetch lock, which is what keeps the variant list consistent.
     /// - Returns: what was stored, or `nil` if nothing was.
@@ -430,6 +448,7 @@ extension CacheEngine {
         primaryKey: String, request: URLRequest, response: TransportResponse, requestTime: Int64,
         responseTime: Int64, heuristicCap: Int64?
     ) throws -> StoredOutcome? {
+        guard Int64(response.body.count) <= storedBodyLimit else { return nil }
         if response.status == 206 {
             return try storePart(
                 primaryKey: primaryKey, request: request, response: response, requestTime: requestTime,
@@ -438,18 +457,24 @@ extension CacheEngine {
         let plan = storagePlan(
             primaryKey: primaryKey, request: request, response: response, requestTime: requestTime,
             responseTime: responseTime, heuristicCap: heuristicCap)
-        return try plan.map { try store($0, body: .data(response.body)) }
+        guard let plan, case .stored(let outcome) = try store(plan, body: .data(response.body)) else { return nil }
+        return outcome
     }
 
     /// Stores a response as `plan` says, its body first: once it is stored, whatever it makes
     /// unreachable goes (the URL's parts, variants of a URL that no longer varies or varies by
     /// other fields), and the URL's variant list names it. A body that fails to arrive stores
-    /// nothing and removes nothing.
-    func store(_ plan: StoragePlan, body: ResponseBody) throws -> StoredOutcome {
+    /// nothing and removes nothing, and so does one that is not to be published: it comes back.
+    func store(_ plan: StoragePlan, body: ResponseBody) throws -> Storage<StoredOutcome> {
         // Read before the response is stored: one that does not vary replaces the list.
         let existing = try variantList(plan.primaryKey)
-        let version = try storeResponse(
+        let version: StoredVersion
+        switch try storeResponse(
             key: plan.key, body: body, plan.response, validators: plan.validators, birth: plan.birth)
+        {
+        case .stored(let stored): version = stored
+        case .unpublished(let body): return .unpublished(body)
+        }
         let outcome = StoredOutcome(lifetime: plan.response.lifetime, birth: plan.birth, version: version)
         // A complete response holds all a stored part could: the parts go (RFC 9111 §4: the
         // most recent response is the one to use).
@@ -465,7 +490,7 @@ extension CacheEngine {
                 try remove(KeyHash(key: key), key: Array(key.utf8), reason: .superseded, at: nil)
             }
         }
-        if plan.varyNames.isEmpty { return outcome }
+        if plan.varyNames.isEmpty { return .stored(outcome) }
         if !list.keys.contains(plan.key) { list.keys.append(plan.key) }
         if list != existing {
             var marker = EntryMetadata()
@@ -473,7 +498,7 @@ extension CacheEngine {
             let now = Clock.nowMilliseconds()
             try store(key: plan.primaryKey, data: Data(), metadata: marker, storedAt: now, expiresAt: .max)
         }
-        return outcome
+        return .stored(outcome)
     }
 
     /// Stores `response` and `body` under `key` as a version born at `birth`: the entry's
@@ -483,7 +508,7 @@ extension CacheEngine {
     @discardableResult
     func storeResponse(
         key: String, body: ResponseBody, _ response: StoredResponse, validators: HTTPHeaders, birth: Int64
-    ) throws -> StoredVersion {
+    ) throws -> Storage<StoredVersion> {
         var response = response
         let directives = CacheControl(response.headers["Cache-Control"])
         response.mustRevalidate = directives.forbidsStaleUse(for: response.audience)
@@ -494,12 +519,19 @@ extension CacheEngine {
         case .data(let data):
             let (entry, location) = try store(
                 key: key, data: data, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
-            return StoredVersion(key: key, location: location, bodySize: entry.size)
-        case .reading(let read):
-            let version = try store(
-                key: key, metadata: metadata, storedAt: birth, expiresAt: expiresAt, pinning: true, readingBody: read)
-            return StoredVersion(
-                key: key, location: version.location, bodySize: version.entry.size, pinned: version.pinned)
+            return .stored(StoredVersion(key: key, location: location, bodySize: entry.size))
+        case .reading(let read, let publishing):
+            switch try store(
+                key: key, metadata: metadata, storedAt: birth, expiresAt: expiresAt, pinning: true,
+                publishing: publishing, readingBody: read)
+            {
+            case .stored(let version):
+                return .stored(
+                    StoredVersion(
+                        key: key, location: version.location, bodySize: version.entry.size, pinned: version.pinned))
+            case .unpublished(let body):
+                return .unpublished(body)
+            }
         }
     }
 

@@ -9,16 +9,19 @@ import SharedCachePlatform
 /// blocking work shares; a store holding one would stall it, and a store waiting for one would
 /// stall, through the full pipe, every transfer of the session).
 final class Storing: Sendable {
-    private let state = Locked<(outcome: Result<CacheEngine.StoredOutcome, any Error>?, waiter: Waiter?)>((nil, nil))
-    private typealias Waiter = CheckedContinuation<CacheEngine.StoredOutcome, any Error>
+    /// What the store did: stored the response, or (told not to publish it) handed back its body.
+    typealias Outcome = CacheEngine.Storage<CacheEngine.StoredOutcome>
 
-    init(_ work: @escaping @Sendable () throws -> CacheEngine.StoredOutcome) {
+    private let state = Locked<(outcome: Result<Outcome, any Error>?, waiter: Waiter?)>((nil, nil))
+    private typealias Waiter = CheckedContinuation<Outcome, any Error>
+
+    init(_ work: @escaping @Sendable () throws -> Outcome) {
         let thread = Thread { self.finish(Result { try work() }) }
         thread.name = "SharedCache store"
         thread.start()
     }
 
-    private func finish(_ outcome: Result<CacheEngine.StoredOutcome, any Error>) {
+    private func finish(_ outcome: Result<Outcome, any Error>) {
         let waiter = state.withLock { state -> Waiter? in
             state.outcome = outcome
             return state.waiter
@@ -27,10 +30,10 @@ final class Storing: Sendable {
     }
 
     /// What the store did, once it is done.
-    var value: CacheEngine.StoredOutcome {
+    var value: Outcome {
         get async throws {
             try await withCheckedThrowingContinuation { (waiter: Waiter) in
-                let outcome = state.withLock { state -> Result<CacheEngine.StoredOutcome, any Error>? in
+                let outcome = state.withLock { state -> Result<Outcome, any Error>? in
                     if state.outcome == nil { state.waiter = waiter }
                     return state.outcome
                 }

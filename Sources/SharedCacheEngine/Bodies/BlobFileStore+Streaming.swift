@@ -30,21 +30,31 @@ extension BlobFileStore {
     /// then, so no reader sees the placeholder. Chunks of zeros are left as holes, so a sparse
     /// input makes a sparse blob.
     ///
+    /// A body `publishing` says not to publish is mapped privately from the temporary file,
+    /// which is then removed instead of renamed: the caller serves it from there, and its
+    /// space goes back with the mapping. Until then the file is a temporary file like any
+    /// other, locked by its writer, so a writer that dies meanwhile leaves only what the
+    /// orphan sweep of the temporary folder reclaims.
+    ///
     /// - Parameters:
     ///   - header: the blob's header; its body size and checksum are filled in here.
+    ///   - publishing: asked once the body has ended; `false` hands the body back instead.
     ///   - read: fills the buffer it is given with the next bytes of the body (it may return
     ///     fewer than asked), or says that zeros come next, or that the body ended.
     package func write(
-        _ header: BlobHeader, durable: Bool, readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
-    ) throws -> (BodyLocation, BlobHeader) {
+        _ header: BlobHeader, durable: Bool, publishing: () -> Bool,
+        readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
+    ) throws -> StreamedWrite {
         var header = header
         header.bodySize = 0
         header.bodyChecksum = 0
         let headerSize = header.encodedSize
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.streamingChunkSize, alignment: 16)
         defer { buffer.deallocate() }
+        var unpublished: Data?
+        // Not `durable:` here: a body handed back is never flushed, so the flush is the write's.
         let location = try directory.publishNewFile(
-            purpose: "blob", durable: durable,
+            purpose: "blob", durable: false,
             write: { file in
                 try header.encoded().withUnsafeBytes { try file.writeAll($0, atAbsoluteOffset: 0) }
                 var size: Int64 = 0
@@ -65,15 +75,35 @@ extension BlobFileStore {
                 }
                 // Trailing holes: extend the file to its full length.
                 try file.truncate(to: Int64(headerSize) + size)
+                guard publishing() else {
+                    let body = size == 0 ? nil : try file.mapPrivately(offset: Int64(headerSize), count: Int(size))
+                    unpublished = body.map(Self.data) ?? Data()
+                    return
+                }
                 header.bodySize = UInt64(size)
                 header.bodyChecksum = checksum
                 let finished = header.encoded()
                 precondition(finished.count == headerSize, "a blob header changed length with its body size")
                 try finished.withUnsafeBytes { try file.writeAll($0, atAbsoluteOffset: 0) }
+                if durable { try file.synchronizeData() }
             },
-            publish: { temporary in try publish(temporary, hash: header.keyHash) })
+            publish: { temporary -> BodyLocation? in
+                guard unpublished == nil else {
+                    try directory.removeFile(temporary)
+                    return nil
+                }
+                return try publish(temporary, hash: header.keyHash)
+            })
+        guard let location else { return .unpublished(unpublished ?? Data()) }
         if durable { try directory.synchronizeDirectory(containing: Self.path(header.keyHash, location)) }
-        return (location, header)
+        return .published(location, header)
+    }
+
+    /// The bytes of `mapped`, which live as long as the `Data` (and every copy of it) does.
+    static func data(_ mapped: MappedBytes) -> Data {
+        Data(
+            bytesNoCopy: mapped.start, count: mapped.count,
+            deallocator: .custom { _, _ in withExtendedLifetime(mapped) {} })
     }
 
     /// A blob opened for streaming its body out, its header checked.
@@ -156,10 +186,7 @@ extension BlobFileStore {
         }
         guard try streamBody(of: file, header, into: nil) else { return .damaged("body checksum does not match") }
         let mapped = try file.mapPrivately(offset: Int64(header.encodedSize), count: Int(header.bodySize))
-        let data = Data(
-            bytesNoCopy: mapped.start, count: mapped.count,
-            deallocator: .custom { _, _ in withExtendedLifetime(mapped) {} })
-        return .found(CacheHit(data: data, entry: CacheEntry(header)))
+        return .found(CacheHit(data: Self.data(mapped), entry: CacheEntry(header)))
     }
 
     package func stream(

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 package import SharedCacheFormat
 package import SharedCachePlatform
 
@@ -25,9 +25,14 @@ package protocol BodyStore: Sendable {
     /// Writes a body streamed from `read`, a chunk at a time, after its header; runs of zeros
     /// stay holes. Returns where it went and the finished header (size and checksum filled
     /// in); the caller journals that. Nothing is published unless the whole body was written.
+    ///
+    /// - Parameter publishing: asked once, when the body has ended: `false` publishes nothing
+    ///   and hands the body back instead (``StreamedWrite/unpublished(_:)``), for a caller that
+    ///   learned while the body arrived that it is not to be stored, but must still serve it.
     func write(
-        _ header: BlobHeader, durable: Bool, readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
-    ) throws -> (BodyLocation, BlobHeader)
+        _ header: BlobHeader, durable: Bool, publishing: () -> Bool,
+        readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
+    ) throws -> StreamedWrite
 
     /// Reads a body a chunk at a time, handing each piece and its offset to `body` (`nil` to
     /// only check it), and checks the whole against its checksum: a body of any size in a
@@ -123,6 +128,17 @@ package enum StreamedChunk: Equatable {
     case end
 }
 
+/// What a streamed write did with its body.
+package enum StreamedWrite {
+    /// Published where the location says, with the finished header: the caller journals it.
+    case published(BodyLocation, BlobHeader)
+    /// Not published, as the writer was told: nothing of it is left as a file of the cache,
+    /// and this is the whole body. A large one is mapped from the file it was written to,
+    /// which has no name any more, so its space goes back when the `Data` (and every copy of
+    /// it) is gone; a small one is in memory.
+    case unpublished(Data)
+}
+
 /// A piece of a body streamed out, at its offset in the body.
 package enum BodyPiece {
     case bytes(UnsafeRawBufferPointer)
@@ -146,7 +162,7 @@ package protocol PinnedBody: AnyObject, Sendable {
     func read() throws -> BodyRead
 
     /// Reads the body from its start into the buffers it is given, as a streamed write
-    /// (``BodyStore/write(_:durable:readingBody:)``) reads its body: for copying a large body
+    /// (``BodyStore/write(_:durable:publishing:readingBody:)``) reads its body: for copying a large body
     /// without holding it in memory. The read that reaches the end throws ``BodyDamage`` if
     /// what was read does not match the body's checksum, so no copy of a damaged body is ever
     /// published.

@@ -38,12 +38,16 @@ package struct PackedBodyStore: BodyStore {
         return try packs.append(header, body: body, durable: durable)
     }
 
-    /// Reads up to ``packThreshold`` bytes first: a body that ends within them is packed; a
-    /// longer one goes to a blob, starting with the bytes already read.
+    /// Reads up to ``packThreshold`` bytes first: a body that ends within them is packed (or,
+    /// not to be published, handed back from memory); a longer one goes to a blob, starting
+    /// with the bytes already read.
     package func write(
-        _ header: BlobHeader, durable: Bool, readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
-    ) throws -> (BodyLocation, BlobHeader) {
-        guard packThreshold > 0 else { return try blobs.write(header, durable: durable, readingBody: read) }
+        _ header: BlobHeader, durable: Bool, publishing: () -> Bool,
+        readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
+    ) throws -> StreamedWrite {
+        guard packThreshold > 0 else {
+            return try blobs.write(header, durable: durable, publishing: publishing, readingBody: read)
+        }
         let start = UnsafeMutableRawBufferPointer.allocate(byteCount: packThreshold + 1, alignment: 16)
         defer { start.deallocate() }
         var count = 0
@@ -60,25 +64,28 @@ package struct PackedBodyStore: BodyStore {
                     as: UInt8.self, repeating: 0)
                 count += fill
                 // More zeros than fit make the body too big to pack: the blob gets the rest.
-                if Int64(fill) < zeros { return try writeBlob(header, durable, start, count, zeros - Int64(fill), read) }
+                if Int64(fill) < zeros {
+                    return try writeBlob(header, durable, publishing, start, count, zeros - Int64(fill), read)
+                }
             }
         }
-        guard ended else { return try writeBlob(header, durable, start, count, 0, read) }
-        var finished = header
+        guard ended else { return try writeBlob(header, durable, publishing, start, count, 0, read) }
         let body = UnsafeRawBufferPointer(rebasing: start[..<count])
+        guard publishing() else { return .unpublished(Data(body)) }
+        var finished = header
         finished.bodySize = UInt64(count)
         finished.bodyChecksum = CRC32C.checksum(body)
-        return (try packs.append(finished, body: body, durable: durable), finished)
+        return .published(try packs.append(finished, body: body, durable: durable), finished)
     }
 
     /// A streamed body too big to pack: the bytes (and zeros) already read, then the rest.
     private func writeBlob(
-        _ header: BlobHeader, _ durable: Bool, _ start: UnsafeMutableRawBufferPointer, _ count: Int,
-        _ zeros: Int64, _ read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
-    ) throws -> (BodyLocation, BlobHeader) {
+        _ header: BlobHeader, _ durable: Bool, _ publishing: () -> Bool, _ start: UnsafeMutableRawBufferPointer,
+        _ count: Int, _ zeros: Int64, _ read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
+    ) throws -> StreamedWrite {
         var replayed = 0
         var zerosLeft = zeros
-        return try blobs.write(header, durable: durable) { buffer in
+        return try blobs.write(header, durable: durable, publishing: publishing) { buffer in
             if replayed < count {
                 let piece = min(buffer.count, count - replayed)
                 buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: start[replayed..<(replayed + piece)]))

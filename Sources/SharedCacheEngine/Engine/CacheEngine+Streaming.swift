@@ -1,3 +1,4 @@
+package import Foundation
 package import SharedCacheFormat
 import SharedCachePlatform
 
@@ -15,9 +16,11 @@ extension CacheEngine {
     {
         let now = now()
         let expiry = metadata.expiry ?? defaultExpiry.map { .after($0) } ?? .never
-        return try store(key: key, metadata: metadata, storedAt: now, expiresAt: expiry.milliseconds(from: now)) {
+        let stored = try store(key: key, metadata: metadata, storedAt: now, expiresAt: expiry.milliseconds(from: now)) {
             buffer in try input.next(into: buffer)
-        }.entry
+        }
+        guard case .stored(let version) = stored else { preconditionFailure("a put publishes what it stores") }
+        return version.entry
     }
 
     /// A version stored from a stream: its entry, where its body is, and the body pinned.
@@ -29,30 +32,48 @@ extension CacheEngine {
         package var pinned: (any PinnedBody)?
     }
 
+    /// What a store from a stream did.
+    package enum StreamedStore: Sendable {
+        /// The body was stored and journaled.
+        case stored(StreamedVersion)
+        /// The body was not to be published (`publishing` said so once it ended): nothing was
+        /// journaled, nothing of it is left in the directory, and this is the whole body (past
+        /// ``BlobFileStore/mappingThreshold``, mapped from a file that has no name any more).
+        case unpublished(Data)
+    }
+
     /// Stores a new version of `key` whose body is everything `read` produces, a chunk at a
     /// time, with the given times: ``store(key:data:metadata:storedAt:expiresAt:)`` for a body
     /// that arrives in pieces (a download). Nothing is journaled, and nothing is left behind,
     /// unless `read` reaches the end.
     ///
-    /// - Parameter pinning: hold the body (``StreamedVersion/pinned``) for a caller that serves
-    ///   it next.
+    /// - Parameters:
+    ///   - pinning: hold the body (``StreamedVersion/pinned``) for a caller that serves it next.
+    ///   - publishing: asked once, when the body has ended: `false` stores nothing and hands
+    ///     the body back (``StreamedStore/unpublished(_:)``), for a caller that learned while
+    ///     it arrived that it is not to be stored (a download larger than the size limit) but
+    ///     must still serve it. The body is written once either way, and never to memory whole.
     @discardableResult
     package func store(
         key: String, metadata: EntryMetadata, storedAt: Int64, expiresAt: Int64, pinning: Bool = false,
-        readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
-    ) throws(SharedCacheError) -> StreamedVersion {
+        publishing: () -> Bool = { true }, readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
+    ) throws(SharedCacheError) -> StreamedStore {
         let placeholder = try header(
             key: key, metadata: metadata, bodySize: 0, storedAt: storedAt, expiresAt: expiresAt)
-        let version = try directory.perform("storing an entry") {
-            let (location, header) = try bodies.write(placeholder, durable: isDurable, readingBody: read)
+        let stored = try directory.perform("storing an entry") { () throws -> StreamedStore in
+            let (location, header): (BodyLocation, BlobHeader)
+            switch try bodies.write(placeholder, durable: isDurable, publishing: publishing, readingBody: read) {
+            case .unpublished(let body): return .unpublished(body)
+            case .published(let published, let finished): (location, header) = (published, finished)
+            }
             // Unjournaled, the body is nobody else's to remove: pinned now, it is surely there.
             let pinned =
                 pinning ? try bodies.pin(header.keyHash, at: location, key: key, expectedSize: header.bodySize) : nil
             try commitStored(header, at: location)
-            return StreamedVersion(entry: CacheEntry(header), location: location, pinned: pinned?.0)
+            return .stored(StreamedVersion(entry: CacheEntry(header), location: location, pinned: pinned?.0))
         }
-        count { $0.stores += 1 }
-        return version
+        if case .stored = stored { count { $0.stores += 1 } }
+        return stored
     }
 
     /// Writes the body stored under `key` to `output` a megabyte at a time, and returns the

@@ -261,6 +261,134 @@ struct LargeBodyTests {
         #expect(try temporaryFiles().isEmpty)
     }
 
+    // MARK: Bodies larger than the size limit
+
+    /// A cache whose size limit is `limit` bytes.
+    func cache(sizeLimit limit: Int) throws -> SharedCache {
+        try SharedCache(directory: directory("cache"), configuration: Configuration(sizeLimit: UInt64(limit)))
+    }
+
+    /// Expects `cache` to hold nothing, and to have journaled nothing since `sequence`: no
+    /// entry, no byte, no blob file, nothing left in its folder for files being written, and
+    /// `verify` clean.
+    func expectNothingStored(
+        in cache: SharedCache, since sequence: UInt64, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        let statistics = try cache.statistics()
+        #expect(statistics.entryCount == 0 && statistics.totalBytes == 0, sourceLocation: sourceLocation)
+        #expect(statistics.journalSequence == sequence, "a store was journaled", sourceLocation: sourceLocation)
+        #expect(try cache.entries().isEmpty, sourceLocation: sourceLocation)
+        #expect(try blobFiles(in: directory("cache")).isEmpty, sourceLocation: sourceLocation)
+        #expect(try temporaryFiles().isEmpty, sourceLocation: sourceLocation)
+        let report = try cache.verify()
+        #expect(report.isClean, "\(report.problems)", sourceLocation: sourceLocation)
+    }
+
+    /// The size limit and the body: one held in memory until it goes past the limit (256 KiB),
+    /// and one going to its entry's file when it does (2 MiB: past the megabyte held in memory).
+    static let limits = [256 << 10, 2 << 20]
+
+    /// A body one byte over the size limit, with its `Content-Length`, is served whole and not
+    /// stored (`Cache-Status` says why), and is fetched again next time; one exactly at the
+    /// limit is stored (`sharedcache(5)`: `size-limit` is the largest body kept).
+    @Test(arguments: limits)
+    func aBodyOverTheSizeLimitIsServedButNotStored(limit: Int) async throws {
+        let atLimit = Self.body(megabytes: 3).prefix(limit)
+        var overLimit = Self.body(megabytes: 3).prefix(limit + 1)
+        overLimit[overLimit.endIndex - 1] = 0x5A
+        try origin.write("/fresh/over.bin", overLimit)
+        try origin.write("/fresh/at.bin", atLimit)
+        let cache = try cache(sizeLimit: limit)
+        let sequence = try cache.statistics().journalSequence
+        for expectedRequests in [1, 2] {
+            let over = try await cache.fetch(URLRequest(url: origin.url("/fresh/over.bin")))
+            #expect(over.source == .downloaded && over.status == 200)
+            #expect(over.data == overLimit)
+            #expect(over.cacheStatus == "SharedCache; fwd=uri-miss; fwd-status=200; detail=too-large")
+            try expectNothingStored(in: cache, since: sequence)
+            #expect(origin.requests(to: "/fresh/over.bin", atLeast: expectedRequests).count == expectedRequests)
+        }
+        let at = try await cache.fetch(URLRequest(url: origin.url("/fresh/at.bin")))
+        #expect(at.data == atLimit && at.cacheStatus?.contains("; stored; ") == true, "\(at.cacheStatus ?? "-")")
+        let hit = try await cache.fetch(URLRequest(url: origin.url("/fresh/at.bin")))
+        #expect(hit.source == .fresh && hit.data == atLimit)
+        #expect(try cache.entry(forKey: SharedCache.cacheKey(for: origin.url("/fresh/at.bin")))?.size == UInt64(limit))
+        #expect(try temporaryFiles().isEmpty)
+        #expect(try cache.verify().isClean)
+    }
+
+    /// A chunked response of `size` bytes whose chunks differ (64 KiB each, the last one shorter),
+    /// fresh for an hour, from an origin that closes the connection after it.
+    static func chunkedResponse(size: Int) -> (response: String, body: Data) {
+        var head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nCache-Control: max-age=3600\r\n"
+        head += "Connection: close\r\n\r\n"
+        var body = ""
+        var chunks = ""
+        var offset = 0
+        while offset < size {
+            let count = min(64 << 10, size - offset)
+            let letter = Character(UnicodeScalar(UInt8(ascii: "a") + UInt8(offset / (64 << 10) % 26)))
+            var chunk = String(repeating: letter, count: count - 1)
+            chunk += String(offset % 10)
+            chunks += String(count, radix: 16) + "\r\n" + chunk + "\r\n"
+            body += chunk
+            offset += count
+        }
+        return (head + chunks + "0\r\n\r\n", Data(body.utf8))
+    }
+
+    /// The same without a `Content-Length` (chunked): the size limit is found only as the body
+    /// arrives. One byte over it, the body is served whole and not stored (the store that had
+    /// begun leaves nothing behind, and journals nothing); exactly at it, it is stored.
+    @Test(.enabled(if: RawOrigin.isAvailable, "needs python3"), arguments: limits)
+    func aChunkedBodyOverTheSizeLimitIsServedButNotStored(limit: Int) async throws {
+        let over = Self.chunkedResponse(size: limit + 1)
+        let at = Self.chunkedResponse(size: limit)
+        let raw = try RawOrigin([over.response, over.response, at.response, at.response])
+        let cache = try cache(sizeLimit: limit)
+        let sequence = try cache.statistics().journalSequence
+        for _ in 0..<2 {
+            let fetched = try await cache.fetch(URLRequest(url: raw.url("/over.txt")))
+            #expect(fetched.source == .downloaded && fetched.status == 200)
+            #expect(fetched.data == over.body)
+            #expect(fetched.cacheStatus == "SharedCache; fwd=uri-miss; fwd-status=200; detail=too-large")
+            try expectNothingStored(in: cache, since: sequence)
+        }
+        let stored = try await cache.fetch(URLRequest(url: raw.url("/at.txt")))
+        #expect(stored.data == at.body && stored.cacheStatus?.contains("; stored; ") == true)
+        let hit = try await cache.fetch(URLRequest(url: raw.url("/at.txt")))
+        #expect(hit.source == .fresh && hit.data == at.body)
+        #expect(try cache.entry(forKey: SharedCache.cacheKey(for: raw.url("/at.txt")))?.size == UInt64(limit))
+        #expect(try temporaryFiles().isEmpty)
+        #expect(try cache.verify().isClean)
+    }
+
+    /// A body of unknown length (chunked, or decoded from a `Content-Encoding`) that is stored
+    /// is written once: while it streams, the only file of the cache's `tmp/` that this process
+    /// holds open is its entry's temporary file; no copy of it is kept meanwhile in case it goes
+    /// past the size limit (a store that goes past it hands back what it wrote instead).
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/proc/self/fd"), "needs /proc/self/fd"))
+    func aChunkedBodyUnderTheSizeLimitIsWrittenOnce() async throws {
+        let cache = try cache(sizeLimit: 64 << 20)
+        let temporaryFolder = URL(fileURLWithPath: directory("cache/tmp")).resolvingSymlinksInPath().path + "/"
+        let transport = ProbingTransport(size: 9 << 20) {
+            let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+            let files = descriptors.compactMap {
+                try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)")
+            }
+            return files.filter { $0.hasPrefix(temporaryFolder) }
+        }
+        let url = origin.url("/fresh/once.bin")
+        let fetched = try await cache.fetch(URLRequest(url: url), transport: transport)
+        #expect(fetched.data == ProbingTransport.body(size: 9 << 20))
+        #expect(fetched.cacheStatus?.contains("; stored; ") == true, "\(fetched.cacheStatus ?? "-")")
+        let open = try #require(transport.found.withLock { $0 })
+        #expect(open.count == 1 && open.allSatisfy { !$0.hasSuffix("(deleted)") }, "\(open)")
+        #expect(try cache.entry(forKey: SharedCache.cacheKey(for: url))?.size == UInt64(9 << 20))
+        #expect(try blobFiles(in: directory("cache")).count == 1)
+        #expect(try temporaryFiles().isEmpty)
+    }
+
     /// Issue 17's bound: a 200 MB fetch, a hit on it, and a download of it to a file, each in a
     /// process of its own, grow
     /// resident memory by less than 32 MB (measured from after a first small fetch, which loads
@@ -287,6 +415,32 @@ struct LargeBodyTests {
             let grown = Worker.counters(line)["grown_kb"] ?? .max
             #expect(grown < 32 << 10, "\(line) \(run.errors)")
         }
+    }
+
+    /// A body larger than the size limit is not stored, and still not held in memory: a 100 MB
+    /// fetch into a cache limited to 16 MiB grows resident memory by less than 32 MB, as a
+    /// stored one does (the bound and the rate as in the test above).
+    @Test(.enabled(if: !Requirements.underSanitizer, "resident memory is not the program's under a sanitizer"))
+    func aBodyOverTheSizeLimitStaysUnderThirtyTwoMegabytesResident() async throws {
+        let path = origin.directory("www/rated/over.bin")
+        try origin.write("/rated/over.bin", Self.body(megabytes: 100))
+        try origin.write("/fresh/small.txt", "warm-up")
+        _ = try cache(sizeLimit: 16 << 20)
+        let arguments = [
+            "fetch-memory", directory("cache"), origin.url("/rated/over.bin").absoluteString,
+            origin.url("/fresh/small.txt").absoluteString, path, "fetch",
+        ]
+        let run = try await Worker.run(arguments)
+        #expect(run.status == 0, "\(run.errors)")
+        let line = run.output.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(line.contains("source=downloaded bytes=\(100 << 20) intact=true"), "\(line)")
+        let grown = Worker.counters(line)["grown_kb"] ?? .max
+        #expect(grown < 32 << 10, "\(line) \(run.errors)")
+        print("a 100 MB body over the size limit: \(line)")
+        let cache = try cache()
+        #expect(try cache.statistics().entryCount == 1, "only the warm-up is stored")
+        #expect(try blobFiles(in: directory("cache")).isEmpty)
+        #expect(try temporaryFiles().isEmpty)
     }
 }
 
@@ -326,6 +480,46 @@ struct RestartingTransport: HTTPTransport {
         try receive(.head(head))
         for _ in 0..<32 { try receive(.body(Data(repeating: 3, count: 64 << 10))) }
         try receive(.head(head))
+        return head
+    }
+}
+
+/// Hands on a storable body of `size` bytes with no length announced (as a chunked or decoded
+/// one arrives), 64 KiB at a time; midway, past what memory and the store's pipe hold (so the
+/// store has been reading, from a file it opened), records what `probe` finds.
+final class ProbingTransport: HTTPTransport, Sendable {
+    let size: Int
+    let probe: @Sendable () -> [String]
+    let found = Locked<[String]?>(nil)
+
+    init(size: Int, probe: @escaping @Sendable () -> [String]) {
+        self.size = size
+        self.probe = probe
+    }
+
+    /// Bytes that differ from one 64 KiB piece to the next.
+    static func body(size: Int) -> Data {
+        Data((0..<size).map { UInt8(truncatingIfNeeded: $0 >> 16 &+ $0) })
+    }
+
+    func send(_ request: URLRequest) async throws -> TransportResponse {
+        throw URLError(.unsupportedURL)  // only the streaming call is used
+    }
+
+    func send(_ request: URLRequest, streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void)
+        async throws -> TransportResponse
+    {
+        let head = TransportResponse(
+            status: 200, headers: ["Cache-Control": "max-age=3600"], body: Data(), url: request.url)
+        try receive(.head(head))
+        let body = Self.body(size: size)
+        var offset = 0
+        while offset < body.count {
+            let count = min(64 << 10, body.count - offset)
+            try receive(.body(body.subdata(in: offset..<offset + count)))
+            offset += count
+            if offset == 7 << 20 { found.withLock { $0 = probe() } }
+        }
         return head
     }
 }
