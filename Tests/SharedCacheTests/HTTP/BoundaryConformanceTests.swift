@@ -48,6 +48,16 @@ extension HTTPRulesTests {
         #expect(ByteRange.answer("bytes=9-9", length: 10) == .slice(9..<10))
         #expect(ByteRange.answer("bytes=0-0", length: 1) == .slice(0..<1))
     }
+
+    @Test(
+        "RFC 9110 §14.1.2, §14.2: a suffix range of an empty representation is satisfiable, so it gets the whole (empty) response, never a 416"
+    )
+    func aSuffixRangeOfAnEmptyRepresentationGetsTheWhole() {
+        #expect(ByteRange.answer("bytes=-5", length: 0) == .whole)
+        // A zero suffix-length is never satisfiable, nor is any first-pos of an empty one.
+        #expect(ByteRange.answer("bytes=-0", length: 0) == .unsatisfiable)
+        #expect(ByteRange.answer("bytes=0-", length: 0) == .unsatisfiable)
+    }
 }
 
 extension ConformanceTests {
