@@ -27,9 +27,12 @@ enum ByteRange {
             return Int(text) ?? .max
         }
         if first.isEmpty {
-            // A suffix range: the last N bytes (§14.1.2); "-0" is satisfied by nothing.
+            // A suffix range: the last N bytes (§14.1.2); "-0" is satisfied by nothing. Of an
+            // empty representation a non-zero suffix is satisfiable, yet no Content-Range can
+            // name its no bytes: the whole (empty) response, as §14.2 lets Range be ignored.
             guard let count = number(last) else { return .whole }
-            guard count > 0, length > 0 else { return .unsatisfiable }
+            guard count > 0 else { return .unsatisfiable }
+            guard length > 0 else { return .whole }
             return .slice(max(0, length - count)..<length)
         }
         guard let start = number(first) else { return .whole }
