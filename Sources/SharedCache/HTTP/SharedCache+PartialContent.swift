@@ -65,8 +65,13 @@ extension CacheEngine {
             held.length == ranges.length, PartialContent.strongMatch(stored.etag, part.etag),
             let storedBody = try stored.body()
         {
-            (ranges, body) = held.adding(part.range.bytes, response.body, to: storedBody)
-            headers = Self.updatedFields(stored.response.headers, by: received, for: audience)
+            let (combinedRanges, combinedBody) = held.adding(part.range.bytes, response.body, to: storedBody)
+            // Combined past the size limit, they would be a body larger than any a fetch stores
+            // (`storeHTTPResponse`): the new part replaces them instead.
+            if Int64(combinedBody.count) <= storedBodyLimit {
+                (ranges, body) = (combinedRanges, combinedBody)
+                headers = Self.updatedFields(stored.response.headers, by: received, for: audience)
+            }
         }
         headers.set("Content-Range", nil)
         if ranges.isComplete {

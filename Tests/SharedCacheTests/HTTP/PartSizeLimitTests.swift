@@ -1,0 +1,53 @@
+import Foundation
+import SharedCacheTestSupport
+import Testing
+
+@testable import SharedCache
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Parts of one representation combine (RFC 9111 §3.4), but never into a body larger than the
+/// cache's size limit: a fetch stores no body larger than that (`sharedcached(8)`).
+@Suite("HTTP: stored parts stay within the size limit")
+struct PartSizeLimitTests {
+    let directory: TemporaryDirectory
+
+    init() throws {
+        directory = try TemporaryDirectory()
+    }
+
+    /// Two 600-byte parts of a 2000-byte representation, under a 1000-byte size limit: each is
+    /// stored, but together they would be 1200 bytes, so the second replaces the first.
+    @Test func partsThatWouldCombinePastTheSizeLimitReplaceEachOther() async throws {
+        let cache = try SharedCache(directory: directory("cache"), configuration: Configuration(sizeLimit: 1000))
+        let url = URL(string: "http://example.invalid/parts.bin")!
+        let whole = Data((0..<2000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        func part(_ range: Range<Int>) -> TransportResponse {
+            TransportResponse(
+                status: 206,
+                headers: [
+                    "ETag": "\"p\"", "Cache-Control": "max-age=3600", "Content-Length": "\(range.count)",
+                    "Content-Range": "bytes \(range.lowerBound)-\(range.upperBound - 1)/2000",
+                ], body: whole[range], url: url)
+        }
+        let transport = ScriptedTransport([part(0..<600), part(600..<1200), part(0..<600)])
+        func fetch(_ range: String) async throws -> FetchResult {
+            var request = URLRequest(url: url)
+            request.setValue(range, forHTTPHeaderField: "Range")
+            return try await cache.fetch(request, transport: transport)
+        }
+        for range in ["bytes=0-599", "bytes=600-1199"] {
+            let stored = try await fetch(range)
+            #expect(stored.status == 206 && stored.cacheStatus?.contains("; stored;") == true, "\(range)")
+        }
+        let parts = try cache.entry(forKey: PartialContent.key(SharedCache.cacheKey(for: url)))
+        #expect(parts?.size == 600, "the parts stored are \(parts?.size ?? 0) bytes, over the 1000-byte limit")
+        let held = try await fetch("bytes=600-1199")
+        #expect(held.source == .fresh && held.data == whole[600..<1200])
+        let replaced = try await fetch("bytes=0-599")
+        #expect(replaced.source == .downloaded && replaced.data == whole[0..<600])
+        #expect(transport.requests == 3)
+    }
+}
