@@ -13,7 +13,8 @@ import Musl
 ///
 /// The mapping outlives the descriptor it was made from and the file's name. Touching it past
 /// the end of the file raises SIGBUS, so only files nobody shrinks are mapped: blobs, which are
-/// written once and renamed into place, and never rewritten.
+/// written once and renamed into place, and never rewritten; and the temporary file of a store
+/// told not to publish, written once by its locked writer, which then removes its name.
 package final class MappedBytes: @unchecked Sendable {
     /// The first byte asked for; valid while this object lives.
     package let start: UnsafeMutableRawPointer

@@ -236,17 +236,13 @@ final class DownloadReceiver: @unchecked Sendable {
     /// unencoded one's length is compared.)
     static func incompleteness(of response: TransportResponse, received: Int64) -> Incomplete? {
         guard response.status != 304, response.status != 204 else { return nil }
-        let coding = response.headers["Content-Encoding"]?.trimmingSpaces().lowercased() ?? "identity"
-        switch response.headers.contentLength {
-        case .absent:
-            return nil
-        case .invalid:
+        if case .invalid = response.headers.contentLength {
             let field = response.headers["Content-Length"] ?? ""
             return Incomplete(reason: "its Content-Length, \"\(field)\", is not one length (RFC 9112 §6.3)")
-        case .length(let length) where coding == "identity" && Int64(length) != received:
-            return Incomplete(reason: "the body ended after \(received) of the \(length) bytes it announced")
-        case .length:
-            return nil
         }
+        if let length = announcedLength(of: response), length != received {
+            return Incomplete(reason: "the body ended after \(received) of the \(length) bytes it announced")
+        }
+        return nil
     }
 }

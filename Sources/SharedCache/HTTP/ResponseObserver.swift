@@ -6,8 +6,11 @@ import Foundation
 ///
 /// Only a response served as it came is shown: not a 304 (the stored body answers it), nor a
 /// 5xx that a stale response may answer instead. Once it is shown, the fetch either ends with
-/// that response or fails; it never answers with something else. Calls come one at a time, from
-/// the transport's thread.
+/// that response or fails; it never answers with something else. Its `Cache-Status` says what
+/// was planned when its body began: a body of unknown length (chunked, or decoded) shown as
+/// `stored` that then goes past the size limit is served all the same but not stored, which the
+/// fetch's own result says (`detail=too-large`). Calls come one at a time, from the
+/// transport's thread.
 struct ResponseObserver: Sendable {
     /// The response as it will be served (its `data` empty), with its `Cache-Status`.
     var response: @Sendable (FetchResult) -> Void

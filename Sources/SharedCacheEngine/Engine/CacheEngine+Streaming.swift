@@ -38,7 +38,7 @@ extension CacheEngine {
         case stored(StreamedVersion)
         /// The body was not to be published (`publishing` said so once it ended): nothing was
         /// journaled, nothing of it is left in the directory, and this is the whole body (past
-        /// ``BlobFileStore/mappingThreshold``, mapped from a file that has no name any more).
+        /// the pack threshold, mapped from a file that has no name any more).
         case unpublished(Data)
     }
 

@@ -389,6 +389,27 @@ struct LargeBodyTests {
         #expect(try temporaryFiles().isEmpty)
     }
 
+    /// A shown response whose body has no length and then goes past the size limit: the fetch
+    /// ends with that response, every byte shown and returned, and nothing stored. Its head was
+    /// shown before the limit was passed, with what was planned then (`stored`); the fetch's
+    /// own result says what happened (`detail=too-large`).
+    @Test func aShownBodyOfUnknownLengthPastTheSizeLimitIsServedAsShownAndNotStored() async throws {
+        let (limit, size) = (2 << 20, 3 << 20)
+        let cache = try cache(sizeLimit: limit)
+        let sequence = try cache.statistics().journalSequence
+        let shown = Shown()
+        let fetched = try await cache.fetch(
+            URLRequest(url: origin.url("/fresh/unknown-length.bin")), options: FetchOptions(),
+            transport: ProbingTransport(size: size) { [] }, observer: shown.observer)
+        let body = ProbingTransport.body(size: size)
+        #expect(fetched.status == 200 && fetched.data == body)
+        #expect(fetched.cacheStatus == "SharedCache; fwd=uri-miss; fwd-status=200; detail=too-large")
+        let events = shown.events.withLock { $0 }
+        #expect(events.count == 2 && events.first?.hasPrefix("response 200 ") == true && events.last == "pieces")
+        #expect(shown.body.withLock { $0 } == body)
+        try expectNothingStored(in: cache, since: sequence)
+    }
+
     /// Issue 17's bound: a 200 MB fetch, a hit on it, and a download of it to a file, each in a
     /// process of its own, grow
     /// resident memory by less than 32 MB (measured from after a first small fetch, which loads
