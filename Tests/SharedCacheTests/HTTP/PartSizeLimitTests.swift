@@ -9,8 +9,9 @@ import FoundationNetworking
 #endif
 
 /// Parts of one representation combine (RFC 9111 §3.4), but never into a body larger than the
-/// cache's size limit: a fetch stores no body larger than that (`sharedcached(8)`).
-@Suite("HTTP: stored parts stay within the size limit")
+/// cache's size limit (a fetch stores no body larger than that, `sharedcached(8)`), nor parts
+/// that cannot be of one representation.
+@Suite("HTTP: what stored parts combine into")
 struct PartSizeLimitTests {
     let directory: TemporaryDirectory
 
@@ -48,6 +49,39 @@ struct PartSizeLimitTests {
         #expect(held.source == .fresh && held.data == whole[600..<1200])
         let replaced = try await fetch("bytes=0-599")
         #expect(replaced.source == .downloaded && replaced.data == whole[0..<600])
+        #expect(transport.requests == 3)
+    }
+
+    /// A broken origin: a second part with the stored part's strong `ETag` but another complete
+    /// length. One representation has one length (RFC 9110 §14.4), so the two are not bytes of
+    /// one representation (RFC 9111 §3.4 combines only those): the new part replaces the old,
+    /// and a range the old one held is asked for again rather than served from a mix of both.
+    @Test func partsWithOneETagButTwoLengthsAreNeverCombined() async throws {
+        let cache = try SharedCache(directory: directory("cache"), configuration: Configuration(sizeLimit: 0))
+        let url = URL(string: "http://example.invalid/two-lengths.bin")!
+        let long = Data((0..<2000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        let short = Data((0..<1500).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 1) })
+        func part(_ range: Range<Int>, of whole: Data) -> TransportResponse {
+            TransportResponse(
+                status: 206,
+                headers: [
+                    "ETag": "\"p\"", "Cache-Control": "max-age=3600", "Content-Length": "\(range.count)",
+                    "Content-Range": "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(whole.count)",
+                ], body: whole[range], url: url)
+        }
+        let transport = ScriptedTransport([
+            part(0..<600, of: long), part(600..<1200, of: short), part(0..<600, of: short),
+        ])
+        func fetch(_ range: String) async throws -> FetchResult {
+            var request = URLRequest(url: url)
+            request.setValue(range, forHTTPHeaderField: "Range")
+            return try await cache.fetch(request, transport: transport)
+        }
+        _ = try await fetch("bytes=0-599")
+        let second = try await fetch("bytes=600-1199")
+        #expect(second.status == 206 && second.data == short[600..<1200])
+        let spanning = try await fetch("bytes=0-599")
+        #expect(spanning.source == .downloaded && spanning.data == short[0..<600])
         #expect(transport.requests == 3)
     }
 }
