@@ -465,14 +465,24 @@ struct LargeBodyTests {
     }
 }
 
-/// Announces a 4 MiB body and hands on 3 MiB of it; then returns as if the body had ended, or
-/// fails as a lost connection would.
-struct CutShortTransport: HTTPTransport {
-    let failing: Bool
+/// A transport of these tests that only streams: the exchange never calls its plain `send`.
+protocol StreamingTestTransport: HTTPTransport {}
 
+extension StreamingTestTransport {
     func send(_ request: URLRequest) async throws -> TransportResponse {
         throw URLError(.unsupportedURL)  // only the streaming call is used
     }
+
+    /// The head of a storable response to `request` that announces no length.
+    static func storableHead(for request: URLRequest) -> TransportResponse {
+        TransportResponse(status: 200, headers: ["Cache-Control": "max-age=3600"], body: Data(), url: request.url)
+    }
+}
+
+/// Announces a 4 MiB body and hands on 3 MiB of it; then returns as if the body had ended, or
+/// fails as a lost connection would.
+struct CutShortTransport: StreamingTestTransport {
+    let failing: Bool
 
     func send(_ request: URLRequest, streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void)
         async throws -> TransportResponse
@@ -488,16 +498,11 @@ struct CutShortTransport: HTTPTransport {
 }
 
 /// Hands on 2 MiB of a response's body (past what is held in memory), then a second head.
-struct RestartingTransport: HTTPTransport {
-    func send(_ request: URLRequest) async throws -> TransportResponse {
-        throw URLError(.unsupportedURL)  // only the streaming call is used
-    }
-
+struct RestartingTransport: StreamingTestTransport {
     func send(_ request: URLRequest, streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void)
         async throws -> TransportResponse
     {
-        let head = TransportResponse(
-            status: 200, headers: ["Cache-Control": "max-age=3600"], body: Data(), url: request.url)
+        let head = Self.storableHead(for: request)
         try receive(.head(head))
         for _ in 0..<32 { try receive(.body(Data(repeating: 3, count: 64 << 10))) }
         try receive(.head(head))
@@ -508,7 +513,7 @@ struct RestartingTransport: HTTPTransport {
 /// Hands on a storable body of `size` bytes with no length announced (as a chunked or decoded
 /// one arrives), 64 KiB at a time; midway, past what memory and the store's pipe hold (so the
 /// store has been reading, from a file it opened), records what `probe` finds.
-final class ProbingTransport: HTTPTransport, Sendable {
+final class ProbingTransport: StreamingTestTransport, Sendable {
     let size: Int
     let probe: @Sendable () -> [String]
     let found = Locked<[String]?>(nil)
@@ -523,15 +528,10 @@ final class ProbingTransport: HTTPTransport, Sendable {
         Data((0..<size).map { UInt8(truncatingIfNeeded: $0 >> 16 &+ $0) })
     }
 
-    func send(_ request: URLRequest) async throws -> TransportResponse {
-        throw URLError(.unsupportedURL)  // only the streaming call is used
-    }
-
     func send(_ request: URLRequest, streamingTo receive: @escaping @Sendable (TransportEvent) throws -> Void)
         async throws -> TransportResponse
     {
-        let head = TransportResponse(
-            status: 200, headers: ["Cache-Control": "max-age=3600"], body: Data(), url: request.url)
+        let head = Self.storableHead(for: request)
         try receive(.head(head))
         let body = Self.body(size: size)
         var offset = 0

@@ -25,19 +25,12 @@ struct PartSizeLimitTests {
         let cache = try SharedCache(directory: directory("cache"), configuration: Configuration(sizeLimit: 1000))
         let url = URL(string: "http://example.invalid/parts.bin")!
         let whole = Data((0..<2000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
-        func part(_ range: Range<Int>) -> TransportResponse {
-            TransportResponse(
-                status: 206,
-                headers: [
-                    "ETag": "\"p\"", "Cache-Control": "max-age=3600", "Content-Length": "\(range.count)",
-                    "Content-Range": "bytes \(range.lowerBound)-\(range.upperBound - 1)/2000",
-                ], body: whole[range], url: url)
-        }
-        let transport = ScriptedTransport([part(0..<600), part(600..<1200), part(0..<600)])
+        let transport = ScriptedTransport([
+            Self.part(0..<600, of: whole, url: url), Self.part(600..<1200, of: whole, url: url),
+            Self.part(0..<600, of: whole, url: url),
+        ])
         func fetch(_ range: String) async throws -> FetchResult {
-            var request = URLRequest(url: url)
-            request.setValue(range, forHTTPHeaderField: "Range")
-            return try await cache.fetch(request, transport: transport)
+            try await Self.fetch(range, of: url, from: cache, through: transport)
         }
         for range in ["bytes=0-599", "bytes=600-1199"] {
             let stored = try await fetch(range)
@@ -61,21 +54,12 @@ struct PartSizeLimitTests {
         let url = URL(string: "http://example.invalid/two-lengths.bin")!
         let long = Data((0..<2000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
         let short = Data((0..<1500).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 1) })
-        func part(_ range: Range<Int>, of whole: Data) -> TransportResponse {
-            TransportResponse(
-                status: 206,
-                headers: [
-                    "ETag": "\"p\"", "Cache-Control": "max-age=3600", "Content-Length": "\(range.count)",
-                    "Content-Range": "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(whole.count)",
-                ], body: whole[range], url: url)
-        }
         let transport = ScriptedTransport([
-            part(0..<600, of: long), part(600..<1200, of: short), part(0..<600, of: short),
+            Self.part(0..<600, of: long, url: url), Self.part(600..<1200, of: short, url: url),
+            Self.part(0..<600, of: short, url: url),
         ])
         func fetch(_ range: String) async throws -> FetchResult {
-            var request = URLRequest(url: url)
-            request.setValue(range, forHTTPHeaderField: "Range")
-            return try await cache.fetch(request, transport: transport)
+            try await Self.fetch(range, of: url, from: cache, through: transport)
         }
         _ = try await fetch("bytes=0-599")
         let second = try await fetch("bytes=600-1199")
@@ -83,5 +67,24 @@ struct PartSizeLimitTests {
         let spanning = try await fetch("bytes=0-599")
         #expect(spanning.source == .downloaded && spanning.data == short[0..<600])
         #expect(transport.requests == 3)
+    }
+
+    /// A 206 of `range` of `whole`, with a strong `ETag` and a lifetime of an hour.
+    static func part(_ range: Range<Int>, of whole: Data, url: URL) -> TransportResponse {
+        TransportResponse(
+            status: 206,
+            headers: [
+                "ETag": "\"p\"", "Cache-Control": "max-age=3600", "Content-Length": "\(range.count)",
+                "Content-Range": "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(whole.count)",
+            ], body: whole[range], url: url)
+    }
+
+    /// A fetch of `url` with `Range: range`.
+    static func fetch(_ range: String, of url: URL, from cache: SharedCache, through transport: ScriptedTransport)
+        async throws -> FetchResult
+    {
+        var request = URLRequest(url: url)
+        request.setValue(range, forHTTPHeaderField: "Range")
+        return try await cache.fetch(request, transport: transport)
     }
 }
