@@ -377,14 +377,6 @@ extension CacheEngine {
         case reading((UnsafeMutableRawBufferPointer) throws -> StreamedChunk, publishing: () -> Bool = { true })
     }
 
-    /// What storing a response came to: what was stored, or, for a body read a chunk at a time
-    /// that was not to be published, the body itself, with nothing stored, journaled or removed.
-    enum Storage<Stored: Sendable>: Sendable {
-        case stored(Stored)
-        /// The whole body, mapped from a file that has no name any more (when large).
-        case unpublished(Data)
-    }
-
     /// How to store a response to a GET if RFC 9111 allows it (``Freshness/isStorable(status:headers:for:)``)
     /// and it can ever be reused; `nil` if it is not to be stored. Not for a 206 (see `storePart`).
     ///
@@ -465,7 +457,7 @@ extension CacheEngine {
     /// unreachable goes (the URL's parts, variants of a URL that no longer varies or varies by
     /// other fields), and the URL's variant list names it. A body that fails to arrive stores
     /// nothing and removes nothing, and so does one that is not to be published: it comes back.
-    func store(_ plan: StoragePlan, body: ResponseBody) throws -> Storage<StoredOutcome> {
+    func store(_ plan: StoragePlan, body: ResponseBody) throws -> Publication<StoredOutcome> {
         // Read before the response is stored: one that does not vary replaces the list.
         let existing = try variantList(plan.primaryKey)
         let version: StoredVersion
@@ -508,7 +500,7 @@ extension CacheEngine {
     @discardableResult
     func storeResponse(
         key: String, body: ResponseBody, _ response: StoredResponse, validators: HTTPHeaders, birth: Int64
-    ) throws -> Storage<StoredVersion> {
+    ) throws -> Publication<StoredVersion> {
         var response = response
         let directives = CacheControl(response.headers["Cache-Control"])
         response.mustRevalidate = directives.forbidsStaleUse(for: response.audience)
@@ -521,17 +513,10 @@ extension CacheEngine {
                 key: key, data: data, metadata: metadata, storedAt: birth, expiresAt: expiresAt)
             return .stored(StoredVersion(key: key, location: location, bodySize: entry.size))
         case .reading(let read, let publishing):
-            switch try store(
+            return try store(
                 key: key, metadata: metadata, storedAt: birth, expiresAt: expiresAt, pinning: true,
-                publishing: publishing, readingBody: read)
-            {
-            case .stored(let version):
-                return .stored(
-                    StoredVersion(
-                        key: key, location: version.location, bodySize: version.entry.size, pinned: version.pinned))
-            case .unpublished(let body):
-                return .unpublished(body)
-            }
+                publishing: publishing, readingBody: read
+            ).map { StoredVersion(key: key, location: $0.location, bodySize: $0.entry.size, pinned: $0.pinned) }
         }
     }
 

@@ -10,7 +10,7 @@ import SharedCachePlatform
 /// stall, through the full pipe, every transfer of the session).
 final class Storing: Sendable {
     /// What the store did: stored the response, or (told not to publish it) handed back its body.
-    typealias Outcome = CacheEngine.Storage<CacheEngine.StoredOutcome>
+    typealias Outcome = Publication<CacheEngine.StoredOutcome>
 
     private let state = Locked<(outcome: Result<Outcome, any Error>?, waiter: Waiter?)>((nil, nil))
     private typealias Waiter = CheckedContinuation<Outcome, any Error>

@@ -44,7 +44,7 @@ extension BlobFileStore {
     package func write(
         _ header: BlobHeader, durable: Bool, publishing: () -> Bool,
         readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
-    ) throws -> StreamedWrite {
+    ) throws -> Publication<(BodyLocation, BlobHeader)> {
         var header = header
         header.bodySize = 0
         header.bodyChecksum = 0
@@ -96,7 +96,7 @@ extension BlobFileStore {
             })
         guard let location else { return .unpublished(unpublished ?? Data()) }
         if durable { try directory.synchronizeDirectory(containing: Self.path(header.keyHash, location)) }
-        return .published(location, header)
+        return .stored((location, header))
     }
 
     /// The bytes of `mapped`, which live as long as the `Data` (and every copy of it) does.

@@ -27,12 +27,12 @@ package protocol BodyStore: Sendable {
     /// in); the caller journals that. Nothing is published unless the whole body was written.
     ///
     /// - Parameter publishing: asked once, when the body has ended: `false` publishes nothing
-    ///   and hands the body back instead (``StreamedWrite/unpublished(_:)``), for a caller that
+    ///   and hands the body back instead (``Publication/unpublished(_:)``), for a caller that
     ///   learned while the body arrived that it is not to be stored, but must still serve it.
     func write(
         _ header: BlobHeader, durable: Bool, publishing: () -> Bool,
         readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
-    ) throws -> StreamedWrite
+    ) throws -> Publication<(BodyLocation, BlobHeader)>
 
     /// Reads a body a chunk at a time, handing each piece and its offset to `body` (`nil` to
     /// only check it), and checks the whole against its checksum: a body of any size in a
@@ -128,16 +128,29 @@ package enum StreamedChunk: Equatable {
     case end
 }
 
-/// What a streamed write did with its body.
-package enum StreamedWrite {
-    /// Published where the location says, with the finished header: the caller journals it.
-    case published(BodyLocation, BlobHeader)
-    /// Not published, as the writer was told: nothing of it is left as a file of the cache,
-    /// and this is the whole body. A large one is mapped from the file it was written to,
-    /// which has no name any more, so its space goes back when the `Data` (and every copy of
-    /// it) is gone; a small one is in memory.
+/// What a streamed write or store that may be told not to publish (`publishing:`) did with its
+/// body; one shape at each layer it passes: the body store's (where the body went, and its
+/// finished header), the engine's (the version journaled), the HTTP store's (the response
+/// stored).
+package enum Publication<Stored> {
+    /// Published and, past the body store, journaled; what the layer says of it.
+    case stored(Stored)
+    /// Not published, as the writer was told: nothing of it is left as a file of the cache or
+    /// in the journal, and this is the whole body. Past the pack threshold it is mapped from
+    /// the file it was written to, which has no name any more, so its space goes back when the
+    /// `Data` (and every copy of it) is gone; a smaller one is in memory.
     case unpublished(Data)
+
+    /// The same outcome, with `transform` applied to what was stored.
+    package func map<Other>(_ transform: (Stored) throws -> Other) rethrows -> Publication<Other> {
+        switch self {
+        case .stored(let stored): .stored(try transform(stored))
+        case .unpublished(let body): .unpublished(body)
+        }
+    }
 }
+
+extension Publication: Sendable where Stored: Sendable {}
 
 /// A piece of a body streamed out, at its offset in the body.
 package enum BodyPiece {

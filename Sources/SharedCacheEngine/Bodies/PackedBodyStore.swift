@@ -44,7 +44,7 @@ package struct PackedBodyStore: BodyStore {
     package func write(
         _ header: BlobHeader, durable: Bool, publishing: () -> Bool,
         readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
-    ) throws -> StreamedWrite {
+    ) throws -> Publication<(BodyLocation, BlobHeader)> {
         guard packThreshold > 0 else {
             return try blobs.write(header, durable: durable, publishing: publishing, readingBody: read)
         }
@@ -75,14 +75,14 @@ package struct PackedBodyStore: BodyStore {
         var finished = header
         finished.bodySize = UInt64(count)
         finished.bodyChecksum = CRC32C.checksum(body)
-        return .published(try packs.append(finished, body: body, durable: durable), finished)
+        return .stored((try packs.append(finished, body: body, durable: durable), finished))
     }
 
     /// A streamed body too big to pack: the bytes (and zeros) already read, then the rest.
     private func writeBlob(
         _ header: BlobHeader, _ durable: Bool, _ publishing: () -> Bool, _ start: UnsafeMutableRawBufferPointer,
         _ count: Int, _ zeros: Int64, _ read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
-    ) throws -> StreamedWrite {
+    ) throws -> Publication<(BodyLocation, BlobHeader)> {
         var replayed = 0
         var zerosLeft = zeros
         return try blobs.write(header, durable: durable, publishing: publishing) { buffer in

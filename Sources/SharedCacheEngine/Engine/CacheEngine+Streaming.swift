@@ -1,4 +1,3 @@
-package import Foundation
 package import SharedCacheFormat
 import SharedCachePlatform
 
@@ -32,16 +31,6 @@ extension CacheEngine {
         package var pinned: (any PinnedBody)?
     }
 
-    /// What a store from a stream did.
-    package enum StreamedStore: Sendable {
-        /// The body was stored and journaled.
-        case stored(StreamedVersion)
-        /// The body was not to be published (`publishing` said so once it ended): nothing was
-        /// journaled, nothing of it is left in the directory, and this is the whole body (past
-        /// the pack threshold, mapped from a file that has no name any more).
-        case unpublished(Data)
-    }
-
     /// Stores a new version of `key` whose body is everything `read` produces, a chunk at a
     /// time, with the given times: ``store(key:data:metadata:storedAt:expiresAt:)`` for a body
     /// that arrives in pieces (a download). Nothing is journaled, and nothing is left behind,
@@ -50,27 +39,26 @@ extension CacheEngine {
     /// - Parameters:
     ///   - pinning: hold the body (``StreamedVersion/pinned``) for a caller that serves it next.
     ///   - publishing: asked once, when the body has ended: `false` stores nothing and hands
-    ///     the body back (``StreamedStore/unpublished(_:)``), for a caller that learned while
+    ///     the body back (``Publication/unpublished(_:)``), for a caller that learned while
     ///     it arrived that it is not to be stored (a download larger than the size limit) but
     ///     must still serve it. The body is written once either way, and never to memory whole.
     @discardableResult
     package func store(
         key: String, metadata: EntryMetadata, storedAt: Int64, expiresAt: Int64, pinning: Bool = false,
         publishing: () -> Bool = { true }, readingBody read: (UnsafeMutableRawBufferPointer) throws -> StreamedChunk
-    ) throws(SharedCacheError) -> StreamedStore {
+    ) throws(SharedCacheError) -> Publication<StreamedVersion> {
         let placeholder = try header(
             key: key, metadata: metadata, bodySize: 0, storedAt: storedAt, expiresAt: expiresAt)
-        let stored = try directory.perform("storing an entry") { () throws -> StreamedStore in
-            let (location, header): (BodyLocation, BlobHeader)
-            switch try bodies.write(placeholder, durable: isDurable, publishing: publishing, readingBody: read) {
-            case .unpublished(let body): return .unpublished(body)
-            case .published(let published, let finished): (location, header) = (published, finished)
+        let stored = try directory.perform("storing an entry") {
+            try bodies.write(placeholder, durable: isDurable, publishing: publishing, readingBody: read).map {
+                location, header in
+                // Unjournaled, the body is nobody else's to remove: pinned now, it is surely there.
+                let pinned =
+                    pinning
+                    ? try bodies.pin(header.keyHash, at: location, key: key, expectedSize: header.bodySize) : nil
+                try commitStored(header, at: location)
+                return StreamedVersion(entry: CacheEntry(header), location: location, pinned: pinned?.0)
             }
-            // Unjournaled, the body is nobody else's to remove: pinned now, it is surely there.
-            let pinned =
-                pinning ? try bodies.pin(header.keyHash, at: location, key: key, expectedSize: header.bodySize) : nil
-            try commitStored(header, at: location)
-            return .stored(StreamedVersion(entry: CacheEntry(header), location: location, pinned: pinned?.0))
         }
         if case .stored = stored { count { $0.stores += 1 } }
         return stored
